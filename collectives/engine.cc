@@ -1,0 +1,231 @@
+#include "collectives/engine.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "collectives/executor.h"
+#include "collectives/linear.h"
+#include "collectives/recursive.h"
+#include "collectives/ring.h"
+#include "collectives/tree.h"
+#include "runtime/transport.h"
+
+namespace relay {
+namespace {
+
+// Well under the 2^16 lanes a tag can name (runtime/tag.h).
+constexpr size_t kMaxPipelineLanes = 256;
+
+absl::Status ReadSize(const char* name, size_t* out) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return absl::OkStatus();
+  uint64_t parsed = 0;
+  if (!absl::SimpleAtoi(value, &parsed) || parsed == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, "='", value, "' is not a positive integer"));
+  }
+  *out = static_cast<size_t>(parsed);
+  return absl::OkStatus();
+}
+
+const char* At(const void* base, size_t elements, DataType dtype) {
+  return static_cast<const char*>(base) + elements * DataTypeSize(dtype);
+}
+
+}  // namespace
+
+ScheduleEngine::ScheduleEngine() {
+  if (const char* spec = std::getenv("RELAY_ALGORITHM"); spec && *spec) {
+    absl::StatusOr<AlgorithmOverrides> parsed = ParseAlgorithmOverrides(spec);
+    if (parsed.ok()) {
+      overrides_ = *std::move(parsed);
+    } else {
+      config_error_ = absl::InvalidArgumentError(
+          absl::StrCat("RELAY_ALGORITHM: ", parsed.status().message()));
+    }
+  }
+  if (config_error_.ok()) {
+    config_error_ = ReadSize("RELAY_SEGMENT_BYTES", &segment_bytes_);
+  }
+  if (config_error_.ok()) {
+    config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
+  }
+}
+
+absl::Status ScheduleEngine::Supports(CollectiveKind kind,
+                                      Algorithm algorithm) const {
+  if (!config_error_.ok()) return config_error_;
+  if (algorithm == Algorithm::kAuto || Implements(algorithm, kind)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      CollectiveName(kind), ": algorithm '", AlgorithmName(algorithm),
+      "' does not implement it"));
+}
+
+namespace {
+
+// The per-rank count of runtime/collective.h's conventions, and the element
+// type, from the buffers that matter on every rank.
+size_t CountOf(const CollectiveArgs& a, int size) {
+  switch (a.kind) {
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kAllGather:
+      return a.send.count;
+    case CollectiveKind::kAllToAll:
+      return a.send.count / static_cast<size_t>(size);
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return a.recv.count;
+  }
+}
+
+DataType DataTypeOfCall(const CollectiveArgs& a) {
+  switch (a.kind) {
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kGather:
+      return a.send.dtype;
+    case CollectiveKind::kBarrier:
+      return DataType::kUint8;
+    default:
+      return a.recv.dtype;
+  }
+}
+
+bool InPlace(const CollectiveArgs& a, int rank, size_t count, DataType t) {
+  const bool root = rank == a.root;
+  switch (a.kind) {
+    case CollectiveKind::kAllReduce:
+      return a.send.data == a.recv.data;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce:
+      return root && a.send.data == a.recv.data;
+    case CollectiveKind::kAllGather:
+      return a.send.data == At(a.recv.data, rank * count, t);
+    case CollectiveKind::kGather:
+      return root && a.send.data == At(a.recv.data, rank * count, t);
+    case CollectiveKind::kReduceScatter:
+      return a.recv.data == At(a.send.data, rank * count, t);
+    case CollectiveKind::kScatter:
+      return root && a.recv.data == At(a.send.data, rank * count, t);
+    default:
+      return false;
+  }
+}
+
+// nccl-tests' S: the whole vector for all_gather, reduce_scatter, gather,
+// scatter and all_to_all; one rank's vector otherwise.
+size_t ModelBytes(CollectiveKind kind, size_t count, DataType t, int size) {
+  const size_t bytes = count * DataTypeSize(t);
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kAllToAll:
+      return bytes * static_cast<size_t>(size);
+    default:
+      return bytes;
+  }
+}
+
+}  // namespace
+
+Algorithm ScheduleEngine::Resolve(const CollectiveArgs& args, int size,
+                                  const TransportCapabilities& caps) const {
+  if (args.algorithm != Algorithm::kAuto &&
+      args.algorithm != Algorithm::kNative) {
+    return args.algorithm;
+  }
+  if (auto it = overrides_.find(args.kind);
+      it != overrides_.end() && it->second != Algorithm::kAuto) {
+    return it->second;
+  }
+  const DataType t = DataTypeOfCall(args);
+  return ChooseAlgorithm(args.kind,
+                         ModelBytes(args.kind, CountOf(args, size), t, size),
+                         size, caps);
+}
+
+Schedule BuildSchedule(CollectiveKind kind, Algorithm algorithm,
+                       const ScheduleParams& p) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      if (algorithm == Algorithm::kRecursiveDoubling) {
+        return RecursiveDoublingAllReduce(p);
+      }
+      if (algorithm == Algorithm::kRabenseifner) return RabenseifnerAllReduce(p);
+      return RingAllReduce(p);
+    case CollectiveKind::kAllGather:
+      return RingAllGather(p);
+    case CollectiveKind::kReduceScatter:
+      return RingReduceScatter(p);
+    case CollectiveKind::kBroadcast:
+      return BinomialBroadcast(p);
+    case CollectiveKind::kReduce:
+      return BinomialReduce(p);
+    case CollectiveKind::kGather:
+      return algorithm == Algorithm::kLinear ? LinearGather(p)
+                                             : BinomialGather(p);
+    case CollectiveKind::kScatter:
+      return algorithm == Algorithm::kLinear ? LinearScatter(p)
+                                             : BinomialScatter(p);
+    case CollectiveKind::kAllToAll:
+      return PairwiseAllToAll(p);
+    case CollectiveKind::kBarrier:
+      return DisseminationBarrier(p);
+  }
+  return Schedule{};
+}
+
+absl::StatusOr<Request> ScheduleEngine::Start(
+    std::shared_ptr<Transport> transport, const CollectiveArgs& args) const {
+  if (!config_error_.ok()) return config_error_;
+  const int size = transport->size(), rank = transport->rank();
+  const size_t count = CountOf(args, size);
+  if (args.kind != CollectiveKind::kBarrier && count == 0) {
+    return Request::Completed();
+  }
+  const TransportCapabilities caps = transport->capabilities();
+  const Algorithm algorithm = Resolve(args, size, caps);
+  if (!Implements(algorithm, args.kind)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
+        "' does not implement it"));
+  }
+  const DataType dtype = DataTypeOfCall(args);
+
+  ScheduleParams params;
+  params.rank = rank;
+  params.size = size;
+  params.root = args.root;
+  params.count = count;
+  params.in_place = InPlace(args, rank, count, dtype);
+  params.average = IsReduction(args.kind) && args.op == ReduceOp::kAvg;
+  const bool pipelined = algorithm == Algorithm::kRing ||
+                         args.kind == CollectiveKind::kBroadcast ||
+                         args.kind == CollectiveKind::kReduce;
+  if (pipelined) {
+    const size_t bytes = ModelBytes(args.kind, count, dtype, size);
+    params.lanes = std::clamp<size_t>(bytes / segment_bytes_, 1, kMaxPipelineLanes);
+    params.lanes = std::min(params.lanes, std::max<size_t>(count, 1));
+  }
+
+  ExecutionContext ctx;
+  ctx.transport = std::move(transport);
+  ctx.send = args.send;
+  ctx.recv = args.recv;
+  ctx.dtype = dtype;
+  ctx.op = args.op;
+  ctx.sequence = args.sequence;
+  ctx.deadline = args.deadline;
+  ctx.window = pipeline_depth_;
+  return ExecuteSchedule(BuildSchedule(args.kind, algorithm, params),
+                         std::move(ctx));
+}
+
+}  // namespace relay

@@ -1,0 +1,60 @@
+// File: collectives/engine.h
+//
+// ScheduleEngine: relay's CollectiveEngine. For each call it picks an
+// algorithm (CollectiveOptions::algorithm, else RELAY_ALGORITHM, else the
+// cost model of selection.h), builds this rank's schedule with the pure
+// builders (ring.h, recursive.h, tree.h, linear.h) and runs it with the
+// executor (executor.h) over the communicator's transport.
+//
+// Environment, read once when the engine is built:
+//   RELAY_ALGORITHM       per-collective overrides (selection.h).
+//   RELAY_SEGMENT_BYTES   pipeline segment size for ring, broadcast and
+//                         reduce (default 1 MiB); one lane per segment.
+//   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2).
+// A malformed value makes every call fail with InvalidArgument naming it.
+//
+// Example:
+//   ScheduleEngine engine;
+//   RELAY_ASSIGN_OR_RETURN(auto comm, Communicator::Create(factory, engine,
+//                                                          store, rank, size));
+#ifndef RELAY_COLLECTIVES_ENGINE_H_
+#define RELAY_COLLECTIVES_ENGINE_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "collectives/schedule.h"
+#include "collectives/selection.h"
+#include "runtime/collective.h"
+
+namespace relay {
+
+class ScheduleEngine final : public CollectiveEngine {
+ public:
+  ScheduleEngine();  // Reads the environment.
+
+  absl::Status Supports(CollectiveKind kind,
+                        Algorithm algorithm) const override;
+  absl::StatusOr<Request> Start(std::shared_ptr<Transport> transport,
+                                const CollectiveArgs& args) const override;
+
+  // The algorithm `args` would run with on a group of `size` (benchmarks
+  // print it).
+  Algorithm Resolve(const CollectiveArgs& args, int size,
+                    const TransportCapabilities& caps) const;
+
+ private:
+  absl::Status config_error_;
+  AlgorithmOverrides overrides_;
+  size_t segment_bytes_ = size_t{1} << 20;
+  size_t pipeline_depth_ = 2;
+};
+
+// Builds one rank's schedule; exposed for tests and tools.
+Schedule BuildSchedule(CollectiveKind kind, Algorithm algorithm,
+                       const ScheduleParams& params);
+
+}  // namespace relay
+
+#endif  // RELAY_COLLECTIVES_ENGINE_H_

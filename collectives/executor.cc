@@ -1,0 +1,251 @@
+#include "collectives/executor.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "collectives/reduce.h"
+#include "runtime/tag.h"
+
+namespace relay {
+namespace {
+
+class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
+ public:
+  ScheduleRun(Schedule schedule, ExecutionContext ctx)
+      : schedule_(std::move(schedule)),
+        ctx_(std::move(ctx)),
+        element_size_(DataTypeSize(ctx_.dtype)),
+        reduce_(GetReduceFn(ctx_.dtype, ctx_.op)),
+        fused_(ctx_.transport->capabilities().fused_recv_reduce),
+        lanes_(schedule_.lanes.size()),
+        request_(std::make_shared<RequestState>(ctx_.deadline)) {
+    if (schedule_.scratch_count > 0) {
+      scratch_.reset(new char[schedule_.scratch_count * element_size_]);
+    }
+  }
+
+  Request Start() {
+    Request out(request_);
+    const size_t first = std::min(std::max<size_t>(ctx_.window, 1), lanes_.size());
+    for (size_t l = 0; l < first; ++l) active_.push_back(l);
+    next_lane_ = first;
+    Kick();
+    return out;
+  }
+
+ private:
+  struct LaneState {
+    size_t step = 0;
+    bool posted = false;
+    std::atomic<int> pending{0};
+    // Fallback RecvReduce: incoming bytes land here, reduced after the step.
+    struct Deferred {
+      std::unique_ptr<char[]> incoming;
+      Region local, dst;
+    };
+    std::vector<Deferred> deferred;
+  };
+
+  // Several threads may complete requests at once; exactly one of them
+  // advances the state machine, and re-runs it if more completions arrived
+  // meanwhile (a kick counter instead of a lock held across the work, so an
+  // inline completion during posting never deadlocks).
+  void Kick() {
+    if (kicks_.fetch_add(1, std::memory_order_acq_rel) != 0) return;
+    int seen = 1;
+    do {
+      Advance();
+      seen = kicks_.fetch_sub(seen, std::memory_order_acq_rel) - seen;
+    } while (seen != 0);
+  }
+
+  void Advance() {
+    if (finished_) return;
+    if (absl::Status error = FirstError(); !error.ok()) {
+      Finish(std::move(error));
+      return;
+    }
+    for (size_t i = 0; i < active_.size();) {
+      const size_t l = active_[i];
+      if (RunLane(l)) {
+        ++i;
+        continue;
+      }
+      // Lane finished: start the next one in its place.
+      if (next_lane_ < lanes_.size()) {
+        active_[i] = next_lane_++;
+      } else {
+        active_.erase(active_.begin() + static_cast<long>(i));
+      }
+    }
+    if (absl::Status error = FirstError(); !error.ok()) {
+      Finish(std::move(error));
+    } else if (active_.empty()) {
+      Finish(absl::OkStatus());
+    }
+  }
+
+  // Moves lane `l` as far as it can go; false once it has run every step.
+  bool RunLane(size_t l) {
+    LaneState& lane = lanes_[l];
+    const std::vector<Step>& steps = schedule_.lanes[l].steps;
+    while (lane.step < steps.size()) {
+      if (!lane.posted) {
+        lane.posted = true;
+        Post(l, steps[lane.step]);
+      }
+      if (lane.pending.load(std::memory_order_acquire) != 0) return true;
+      if (!FirstError().ok()) return true;
+      RunLocal(lane, steps[lane.step]);
+      ++lane.step;
+      lane.posted = false;
+    }
+    return false;
+  }
+
+  void Post(size_t l, const Step& step) {
+    LaneState& lane = lanes_[l];
+    lane.deferred.clear();
+    // One extra count until every action is posted, so completions that
+    // arrive inline cannot finish the step early.
+    lane.pending.store(1, std::memory_order_relaxed);
+    const Tag tag = CollectiveTag(ctx_.sequence, static_cast<int>(l));
+    Transport& t = *ctx_.transport;
+    for (const Action& a : step.actions) {
+      if (!a.is_communication()) continue;
+      absl::StatusOr<Request> posted;
+      switch (a.kind) {
+        case Action::Kind::kSend:
+          posted = t.Isend(a.peer, tag, ConstRegion(a.src), ctx_.deadline);
+          break;
+        case Action::Kind::kRecv:
+          posted = t.Irecv(a.peer, tag, MutableRegion(a.dst), ctx_.deadline);
+          break;
+        case Action::Kind::kRecvReduce:
+          if (fused_) {
+            posted = t.IrecvReduce(a.peer, tag, ConstRegion(a.src),
+                                   MutableRegion(a.dst), reduce_,
+                                   ctx_.deadline);
+          } else {
+            LaneState::Deferred d;
+            d.incoming.reset(new char[a.dst.count * element_size_]);
+            d.local = a.src;
+            d.dst = a.dst;
+            Buffer into{d.incoming.get(), a.dst.count, ctx_.dtype,
+                        ctx_.recv.device};
+            lane.deferred.push_back(std::move(d));
+            posted = t.Irecv(a.peer, tag, into, ctx_.deadline);
+          }
+          break;
+        default:
+          break;
+      }
+      if (!posted.ok()) {
+        RecordError(posted.status());
+        continue;
+      }
+      lane.pending.fetch_add(1, std::memory_order_relaxed);
+      posted->OnDone([self = shared_from_this(), l](absl::Status s) {
+        if (!s.ok()) self->RecordError(std::move(s));
+        self->lanes_[l].pending.fetch_sub(1, std::memory_order_acq_rel);
+        self->Kick();
+      });
+    }
+    lane.pending.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void RunLocal(LaneState& lane, const Step& step) {
+    for (const LaneState::Deferred& d : lane.deferred) {
+      reduce_(Pointer(d.local), d.incoming.get(), Pointer(d.dst), d.dst.count);
+    }
+    lane.deferred.clear();
+    for (const Action& a : step.actions) {
+      switch (a.kind) {
+        case Action::Kind::kCopy:
+          if (Pointer(a.src) != Pointer(a.dst) && a.dst.count > 0) {
+            std::memcpy(Pointer(a.dst), Pointer(a.src),
+                        a.dst.count * element_size_);
+          }
+          break;
+        case Action::Kind::kReduce:
+          reduce_(Pointer(a.dst), Pointer(a.src), Pointer(a.dst), a.dst.count);
+          break;
+        case Action::Kind::kDivide:
+          DivideInPlace(ctx_.dtype, Pointer(a.dst), a.dst.count,
+                        ctx_.transport->size());
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  char* Pointer(const Region& r) const {
+    char* base = nullptr;
+    switch (r.buffer) {
+      case BufferId::kSend:
+        base = const_cast<char*>(static_cast<const char*>(ctx_.send.data));
+        break;
+      case BufferId::kRecv:
+        base = static_cast<char*>(ctx_.recv.data);
+        break;
+      case BufferId::kScratch:
+        base = scratch_.get();
+        break;
+    }
+    return base == nullptr ? nullptr : base + r.offset * element_size_;
+  }
+  ConstBuffer ConstRegion(const Region& r) const {
+    return {Pointer(r), r.count, ctx_.dtype, ctx_.recv.device};
+  }
+  Buffer MutableRegion(const Region& r) const {
+    return {Pointer(r), r.count, ctx_.dtype, ctx_.recv.device};
+  }
+
+  void RecordError(absl::Status s) {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    if (error_.ok()) error_ = std::move(s);
+    has_error_.store(true, std::memory_order_release);
+  }
+  absl::Status FirstError() {
+    if (!has_error_.load(std::memory_order_acquire)) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(error_mu_);
+    return error_;
+  }
+
+  void Finish(absl::Status status) {
+    finished_ = true;
+    request_->Complete(std::move(status));
+  }
+
+  const Schedule schedule_;
+  const ExecutionContext ctx_;
+  const size_t element_size_;
+  const ReduceKernel reduce_;
+  const bool fused_;
+  std::unique_ptr<char[]> scratch_;
+  std::vector<LaneState> lanes_;
+  // Touched only by the thread inside Kick().
+  std::vector<size_t> active_;
+  size_t next_lane_ = 0;
+  bool finished_ = false;
+
+  std::atomic<int> kicks_{0};
+  std::atomic<bool> has_error_{false};
+  std::mutex error_mu_;
+  absl::Status error_;  // Guarded by error_mu_.
+  std::shared_ptr<RequestState> request_;
+};
+
+}  // namespace
+
+Request ExecuteSchedule(Schedule schedule, ExecutionContext context) {
+  auto run = std::make_shared<ScheduleRun>(std::move(schedule),
+                                           std::move(context));
+  return run->Start();
+}
+
+}  // namespace relay

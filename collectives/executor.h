@@ -1,0 +1,49 @@
+// File: collectives/executor.h
+//
+// ExecuteSchedule: runs one rank's Schedule over a Transport and returns the
+// Request of the whole collective. No thread of its own: the calling thread
+// posts the first steps, and every later step is started by the completion
+// of the previous one, on whichever thread completes it (for loopback, often
+// the peer's). A step posts its communication, waits for all of it, then runs
+// its local copies and reductions; up to `window` lanes are in flight.
+//
+// RecvReduce uses the transport's fused receive-and-reduce when it has one,
+// and otherwise receives into a temporary buffer and reduces after.
+//
+// Lifetime and ownership. The run keeps the transport, its scratch memory
+// and the schedule alive until its last communication completes, even after
+// the request has failed; the caller's buffers must stay valid as long.
+//
+// Example:
+//   ExecutionContext ctx{transport, args.send, args.recv, ...};
+//   Request r = ExecuteSchedule(RingAllReduce(params), std::move(ctx));
+#ifndef RELAY_COLLECTIVES_EXECUTOR_H_
+#define RELAY_COLLECTIVES_EXECUTOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/time/time.h"
+#include "collectives/schedule.h"
+#include "runtime/buffer.h"
+#include "runtime/request.h"
+#include "runtime/transport.h"
+
+namespace relay {
+
+struct ExecutionContext {
+  std::shared_ptr<Transport> transport;
+  ConstBuffer send;
+  Buffer recv;
+  DataType dtype = DataType::kUint8;
+  ReduceOp op = ReduceOp::kSum;
+  uint64_t sequence = 0;  // Goes into every tag of this collective.
+  absl::Time deadline = absl::InfiniteFuture();
+  size_t window = 2;      // Lanes in flight at once.
+};
+
+Request ExecuteSchedule(Schedule schedule, ExecutionContext context);
+
+}  // namespace relay
+
+#endif  // RELAY_COLLECTIVES_EXECUTOR_H_

@@ -1,0 +1,132 @@
+#include "collectives/selection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace relay {
+
+const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind) {
+  static const auto* table =
+      new absl::flat_hash_map<CollectiveKind, std::vector<Algorithm>>{
+          {CollectiveKind::kAllReduce,
+           {Algorithm::kRing, Algorithm::kRecursiveDoubling,
+            Algorithm::kRabenseifner}},
+          {CollectiveKind::kAllGather, {Algorithm::kRing}},
+          {CollectiveKind::kReduceScatter, {Algorithm::kRing}},
+          {CollectiveKind::kBroadcast, {Algorithm::kBinomialTree}},
+          {CollectiveKind::kReduce, {Algorithm::kBinomialTree}},
+          {CollectiveKind::kGather,
+           {Algorithm::kBinomialTree, Algorithm::kLinear}},
+          {CollectiveKind::kScatter,
+           {Algorithm::kBinomialTree, Algorithm::kLinear}},
+          {CollectiveKind::kAllToAll, {Algorithm::kPairwise}},
+          {CollectiveKind::kBarrier, {Algorithm::kDissemination}},
+      };
+  return table->at(kind);
+}
+
+bool Implements(Algorithm algorithm, CollectiveKind kind) {
+  const std::vector<Algorithm>& all = AlgorithmsFor(kind);
+  return std::find(all.begin(), all.end(), algorithm) != all.end();
+}
+
+double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
+                      int size, const TransportCapabilities& caps) {
+  const double n = size, S = static_cast<double>(bytes);
+  const double alpha = caps.latency_us;
+  const double beta = 1e-3 / std::max(caps.bandwidth_gbps, 1e-9);
+  const double gamma = beta;
+  int p = 1, log_p = 0;
+  while (p * 2 <= size) p *= 2, ++log_p;
+  const double folded = size > p ? 1.0 : 0.0;
+  const double log_n = std::ceil(std::log2(std::max(n, 1.0)));
+  switch (algorithm) {
+    case Algorithm::kRing:
+      if (kind == CollectiveKind::kAllReduce) {
+        return 2 * (n - 1) * alpha + 2 * (n - 1) / n * S * beta +
+               (n - 1) / n * S * gamma;
+      }
+      return (n - 1) * alpha + (n - 1) / n * S * beta +
+             (kind == CollectiveKind::kReduceScatter ? (n - 1) / n * S * gamma
+                                                     : 0.0);
+    case Algorithm::kRecursiveDoubling:
+      return (log_p + 2 * folded) * (alpha + S * beta) +
+             (log_p + folded) * S * gamma;
+    case Algorithm::kRabenseifner:
+      return (2 * log_p + 2 * folded) * alpha +
+             (2.0 * (p - 1) / p + 2 * folded) * S * beta +
+             (1.0 * (p - 1) / p + folded) * S * gamma;
+    case Algorithm::kBinomialTree:
+      if (kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter) {
+        // Subtrees are staged through scratch: about one more pass over S.
+        return log_n * alpha + (n - 1) / n * S * beta + S * beta;
+      }
+      return log_n * (alpha + S * beta);
+    case Algorithm::kLinear:
+      return (n - 1) * alpha + (n - 1) / n * S * beta;
+    case Algorithm::kPairwise:
+      return (n - 1) * alpha + (n - 1) / n * S * beta;
+    case Algorithm::kDissemination:
+      return log_n * alpha;
+    case Algorithm::kAuto:
+    case Algorithm::kNative:
+      break;
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+Algorithm ChooseAlgorithm(CollectiveKind kind, size_t bytes, int size,
+                          const TransportCapabilities& caps) {
+  Algorithm best = AlgorithmsFor(kind).front();
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (Algorithm a : AlgorithmsFor(kind)) {
+    const double cost = EstimateMicros(a, kind, bytes, size, caps);
+    if (cost < best_cost) best = a, best_cost = cost;
+  }
+  return best;
+}
+
+absl::StatusOr<AlgorithmOverrides> ParseAlgorithmOverrides(
+    absl::string_view spec) {
+  AlgorithmOverrides out;
+  for (absl::string_view part :
+       absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+    part = absl::StripAsciiWhitespace(part);
+    std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(part, absl::MaxSplits('=', 1));
+    if (kv.second.empty()) {
+      // A bare algorithm name: every collective it implements.
+      absl::StatusOr<Algorithm> a = ParseAlgorithm(kv.first);
+      if (!a.ok()) return a.status();
+      bool any = false;
+      for (CollectiveKind k : AllCollectiveKinds()) {
+        if (Implements(*a, k)) out[k] = *a, any = true;
+      }
+      if (!any) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "algorithm '", kv.first, "' implements no collective"));
+      }
+      continue;
+    }
+    absl::StatusOr<CollectiveKind> k = ParseCollective(kv.first);
+    if (!k.ok()) return k.status();
+    absl::StatusOr<Algorithm> a = ParseAlgorithm(kv.second);
+    if (!a.ok()) return a.status();
+    if (*a != Algorithm::kAuto && !Implements(*a, *k)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("algorithm '", AlgorithmName(*a), "' does not implement ",
+                       CollectiveName(*k)));
+    }
+    out[*k] = *a;
+  }
+  return out;
+}
+
+}  // namespace relay

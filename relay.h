@@ -1,0 +1,59 @@
+// File: relay.h
+//
+// relay's public entry point: builds communicators over the registered
+// transports with relay's own collective algorithms. Include this, link
+// //:relay, and use runtime/communicator.h's Communicator.
+//
+// Built-in transports (see `Transports().List()`):
+//   loopback  ranks as threads of one process (the default).
+//
+// Lifetime and ownership. The registry and the engine are process-wide and
+// live forever; communicators are owned by the caller. Every rank of a group
+// calls CreateCommunicator with the same store, and each group needs a store
+// of its own (wrap a shared one in a PrefixStore per group).
+//
+// Example (four ranks as threads):
+//   auto store = std::make_shared<InMemoryStore>();
+//   // on each thread r:
+//   RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+//       CreateCommunicator({.rank = r, .size = 4, .store = store}));
+//   RELAY_ASSIGN_OR_RETURN(Request req, comm->Barrier());
+//   RELAY_RETURN_IF_ERROR(req.Wait());
+#ifndef RELAY_RELAY_H_
+#define RELAY_RELAY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "runtime/collective.h"
+#include "runtime/communicator.h"
+#include "runtime/request.h"
+#include "runtime/status_macros.h"
+#include "runtime/store.h"
+#include "runtime/transport_registry.h"
+
+namespace relay {
+
+struct CommunicatorConfig {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;
+  // A registered transport's name; empty: the default (highest-priority
+  // viable) transport.
+  std::string transport;
+  CommunicatorOptions options;
+};
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
+    const CommunicatorConfig& config);
+
+// The registry with every built-in transport registered.
+TransportRegistry& Transports();
+
+// relay's collective algorithms (collectives/engine.h).
+const CollectiveEngine& DefaultEngine();
+
+}  // namespace relay
+
+#endif  // RELAY_RELAY_H_

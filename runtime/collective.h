@@ -1,0 +1,118 @@
+// File: runtime/collective.h
+//
+// The vocabulary shared by the communicator, transports with native
+// collectives, and relay's own algorithms: CollectiveKind, Algorithm,
+// per-call CollectiveOptions, the validated CollectiveArgs of one call, and
+// CollectiveEngine, the interface behind which collectives/ implements the
+// algorithms (the runtime knows no algorithm by itself).
+//
+// Buffer conventions (NCCL's): `count` below is per rank.
+//   broadcast       send (root only) -> recv; in place when send == recv.
+//   reduce          send -> recv (root only).
+//   all_reduce      send[count] -> recv[count].
+//   all_gather      send[count] -> recv[count * size]; in place when
+//                   send == recv + rank * count.
+//   reduce_scatter  send[count * size] -> recv[count]; in place when
+//                   recv == send + rank * count.
+//   gather          send[count] -> recv[count * size] (root only).
+//   scatter         send[count * size] (root only) -> recv[count].
+//   all_to_all      send[count * size] -> recv[count * size], block j of
+//                   send goes to rank j.
+//   barrier         no buffers.
+//
+// Example:
+//   CollectiveOptions opts;
+//   opts.algorithm = Algorithm::kRing;      // force the ring
+//   opts.timeout = absl::Seconds(30);
+//   comm.AllReduce(in, out, ReduceOp::kSum, opts);
+#ifndef RELAY_RUNTIME_COLLECTIVE_H_
+#define RELAY_RUNTIME_COLLECTIVE_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "runtime/buffer.h"
+#include "runtime/data_type.h"
+#include "runtime/request.h"
+
+namespace relay {
+
+class Transport;
+
+enum class CollectiveKind : uint8_t {
+  kBroadcast,
+  kReduce,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kGather,
+  kScatter,
+  kAllToAll,
+  kBarrier,
+};
+
+enum class Algorithm : uint8_t {
+  kAuto,                // The cost model chooses (default).
+  kNative,              // The transport's own collective (NCCL's).
+  kRing,                // all_reduce, all_gather, reduce_scatter.
+  kRecursiveDoubling,   // all_reduce.
+  kRabenseifner,        // all_reduce (recursive halving + doubling).
+  kBinomialTree,        // broadcast, reduce, gather, scatter.
+  kLinear,              // gather, scatter (root talks to every rank).
+  kPairwise,            // all_to_all.
+  kDissemination,       // barrier.
+};
+
+const std::vector<CollectiveKind>& AllCollectiveKinds();
+absl::string_view CollectiveName(CollectiveKind kind);  // "all_reduce"
+absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name);
+absl::string_view AlgorithmName(Algorithm algorithm);   // "ring"
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+bool IsRooted(CollectiveKind kind);
+bool IsReduction(CollectiveKind kind);
+
+struct CollectiveOptions {
+  // How long the operation may take; Request::Wait() waits this long.
+  // Zero means the communicator's default timeout.
+  absl::Duration timeout = absl::ZeroDuration();
+  Algorithm algorithm = Algorithm::kAuto;
+  // CUDA stream for device buffers (cudaStream_t); null: the current stream.
+  void* stream = nullptr;
+};
+
+// One validated collective call, as handed to an engine or a transport.
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  ConstBuffer send;
+  Buffer recv;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  Algorithm algorithm = Algorithm::kAuto;
+  uint64_t sequence = 0;  // Per communicator; the same on every rank.
+  absl::Time deadline = absl::InfiniteFuture();
+  void* stream = nullptr;
+};
+
+// Runs collectives as relay's own algorithms over a Transport's
+// point-to-point interface. Implemented in collectives/; thread-safe.
+class CollectiveEngine {
+ public:
+  virtual ~CollectiveEngine() = default;
+  // InvalidArgument unless `algorithm` (kAuto included) can run `kind`;
+  // checked before a call takes its sequence number.
+  virtual absl::Status Supports(CollectiveKind kind,
+                                Algorithm algorithm) const = 0;
+  // Starts the collective and returns its request. The request shares
+  // `transport` until it completes, so the wiring outlives every operation
+  // in flight. `args` has been validated (runtime/validate.h).
+  virtual absl::StatusOr<Request> Start(std::shared_ptr<Transport> transport,
+                                        const CollectiveArgs& args) const = 0;
+};
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_COLLECTIVE_H_

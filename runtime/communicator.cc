@@ -1,0 +1,281 @@
+#include "runtime/communicator.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/status_macros.h"
+#include "runtime/validate.h"
+
+namespace relay {
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    TransportFactory& factory, const CollectiveEngine& engine,
+    std::shared_ptr<Store> store, int rank, int size,
+    CommunicatorOptions options) {
+  if (store == nullptr) {
+    return absl::InvalidArgumentError("Communicator::Create: null store");
+  }
+  if (size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Communicator::Create: size ", size, " must be >= 1"));
+  }
+  if (rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Communicator::Create: rank ", rank, " is out of range [0, ", size,
+        ")"));
+  }
+  if (options.default_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "Communicator::Create: default timeout must be positive");
+  }
+  if (!factory.IsViable()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "transport '", factory.name(), "' is not viable on this host"));
+  }
+  TransportConfig config{store, rank, size, options.default_timeout};
+  RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
+                         factory.Connect(config));
+  return std::unique_ptr<Communicator>(
+      new Communicator(factory, engine, std::move(store), std::move(transport),
+                       rank, size, options));
+}
+
+Communicator::Communicator(TransportFactory& factory,
+                           const CollectiveEngine& engine,
+                           std::shared_ptr<Store> store,
+                           std::shared_ptr<Transport> transport, int rank,
+                           int size, CommunicatorOptions options)
+    : factory_(factory),
+      engine_(engine),
+      store_(std::move(store)),
+      transport_(std::move(transport)),
+      rank_(rank),
+      size_(size),
+      options_(options) {}
+
+Communicator::~Communicator() {
+  // Nothing may write into user buffers once the owner thinks it is gone.
+  transport_->Abort(absl::CancelledError("communicator destroyed"));
+}
+
+absl::Status Communicator::CheckUsable() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!aborted_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "communicator was aborted: ", aborted_.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Time Communicator::DeadlineFor(const CollectiveOptions& options) const {
+  const absl::Duration timeout = options.timeout > absl::ZeroDuration()
+                                     ? options.timeout
+                                     : options_.default_timeout;
+  return absl::Now() + timeout;
+}
+
+absl::StatusOr<Request> Communicator::StartCollective(
+    CollectiveArgs args, const CollectiveOptions& options) {
+  RELAY_RETURN_IF_ERROR(CheckUsable());
+  if (options.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveName(args.kind), ": negative timeout"));
+  }
+  args.algorithm = options.algorithm;
+  args.stream = options.stream;
+  const TransportCapabilities caps = transport_->capabilities();
+  RELAY_RETURN_IF_ERROR(ValidateCollective(args, rank_, size_, caps));
+  if (args.algorithm != Algorithm::kNative) {
+    RELAY_RETURN_IF_ERROR(engine_.Supports(args.kind, args.algorithm));
+  }
+  args.deadline = DeadlineFor(options);
+  // Taken only after validation, so a rejected call leaves no gap.
+  args.sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+
+  const bool want_native =
+      args.algorithm == Algorithm::kNative ||
+      (args.algorithm == Algorithm::kAuto && caps.native_collectives);
+  if (want_native) {
+    absl::StatusOr<Request> native = transport_->Collective(args);
+    if (native.ok() || args.algorithm == Algorithm::kNative ||
+        !absl::IsUnimplemented(native.status())) {
+      return native;
+    }
+  }
+  return engine_.Start(transport_, args);
+}
+
+absl::StatusOr<Request> Communicator::Collective(
+    CollectiveKind kind, ConstBuffer send, Buffer recv, ReduceOp op, int root,
+    const CollectiveOptions& options) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.send = send;
+  args.recv = recv;
+  args.op = op;
+  args.root = root;
+  return StartCollective(args, options);
+}
+
+absl::StatusOr<Request> Communicator::Broadcast(
+    ConstBuffer send, Buffer recv, int root, const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kBroadcast, send, recv, ReduceOp::kSum,
+                    root, options);
+}
+
+absl::StatusOr<Request> Communicator::Reduce(ConstBuffer send, Buffer recv,
+                                             ReduceOp op, int root,
+                                             const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kReduce, send, recv, op, root, options);
+}
+
+absl::StatusOr<Request> Communicator::AllReduce(
+    ConstBuffer send, Buffer recv, ReduceOp op,
+    const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kAllReduce, send, recv, op, 0, options);
+}
+
+absl::StatusOr<Request> Communicator::AllGather(
+    ConstBuffer send, Buffer recv, const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kAllGather, send, recv, ReduceOp::kSum, 0,
+                    options);
+}
+
+absl::StatusOr<Request> Communicator::ReduceScatter(
+    ConstBuffer send, Buffer recv, ReduceOp op,
+    const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kReduceScatter, send, recv, op, 0,
+                    options);
+}
+
+absl::StatusOr<Request> Communicator::Gather(ConstBuffer send, Buffer recv,
+                                             int root,
+                                             const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kGather, send, recv, ReduceOp::kSum, root,
+                    options);
+}
+
+absl::StatusOr<Request> Communicator::Scatter(
+    ConstBuffer send, Buffer recv, int root, const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kScatter, send, recv, ReduceOp::kSum, root,
+                    options);
+}
+
+absl::StatusOr<Request> Communicator::AllToAll(
+    ConstBuffer send, Buffer recv, const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kAllToAll, send, recv, ReduceOp::kSum, 0,
+                    options);
+}
+
+absl::StatusOr<Request> Communicator::Barrier(const CollectiveOptions& options) {
+  return Collective(CollectiveKind::kBarrier, {}, {}, ReduceOp::kSum, 0,
+                    options);
+}
+
+absl::Status Communicator::ValidatePeer(int peer) const {
+  if (peer < 0 || peer >= size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "peer ", peer, " is out of range [0, ", size_, ")"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status ValidateUserTag(int64_t tag) {
+  if (tag < 0 || tag > kMaxUserTag) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tag ", tag, " is out of range [0, ", kMaxUserTag, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Request> Communicator::Send(ConstBuffer data, int peer,
+                                           int64_t tag,
+                                           const CollectiveOptions& options) {
+  return BatchSendRecv({P2POp::Send(data, peer, tag)}, options);
+}
+
+absl::StatusOr<Request> Communicator::Recv(Buffer data, int peer, int64_t tag,
+                                           const CollectiveOptions& options) {
+  return BatchSendRecv({P2POp::Recv(data, peer, tag)}, options);
+}
+
+absl::StatusOr<Request> Communicator::BatchSendRecv(
+    absl::Span<const P2POp> ops, const CollectiveOptions& options) {
+  RELAY_RETURN_IF_ERROR(CheckUsable());
+  const TransportCapabilities caps = transport_->capabilities();
+  // Validate everything before posting anything.
+  for (const P2POp& op : ops) {
+    RELAY_RETURN_IF_ERROR(ValidatePeer(op.peer));
+    RELAY_RETURN_IF_ERROR(ValidateUserTag(op.tag));
+    RELAY_RETURN_IF_ERROR(ValidateBuffer(
+        op.kind == P2POp::Kind::kSend ? op.send : ConstBuffer(op.recv),
+        op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));
+  }
+  const absl::Time deadline = DeadlineFor(options);
+  std::vector<Request> posted;
+  posted.reserve(ops.size());
+  for (const P2POp& op : ops) {
+    absl::StatusOr<Request> r =
+        op.kind == P2POp::Kind::kSend
+            ? transport_->Isend(op.peer, UserTag(op.tag), op.send, deadline)
+            : transport_->Irecv(op.peer, UserTag(op.tag), op.recv, deadline);
+    if (!r.ok()) {
+      // Earlier ops are in flight and reference the caller's buffers.
+      Abort(r.status()).IgnoreError();
+      return r.status();
+    }
+    posted.push_back(*std::move(r));
+  }
+  if (posted.size() == 1) return std::move(posted.front());
+  return WhenAll(std::move(posted), deadline);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
+    int color, int key, const CollectiveOptions& options) {
+  RELAY_RETURN_IF_ERROR(CheckUsable());
+  const uint64_t split_index = next_split_.fetch_add(1);
+  std::vector<int32_t> mine = {color, key};
+  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+  RELAY_ASSIGN_OR_RETURN(
+      Request gathered,
+      AllGather(ConstBuffer::Of(mine), Buffer::Of(all), options));
+  RELAY_RETURN_IF_ERROR(gathered.Wait());
+  if (color < 0) return std::unique_ptr<Communicator>();
+
+  std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+  }
+  std::sort(members.begin(), members.end());
+  int new_rank = 0;
+  while (members[new_rank].second != rank_) ++new_rank;
+
+  auto scoped = std::make_shared<PrefixStore>(
+      store_, absl::StrCat("split/", split_index, "/", color, "/"));
+  CommunicatorOptions child_options = options_;
+  if (options.timeout > absl::ZeroDuration()) {
+    child_options.default_timeout = options.timeout;
+  }
+  return Create(factory_, engine_, std::move(scoped), new_rank,
+                static_cast<int>(members.size()), child_options);
+}
+
+absl::Status Communicator::Abort(absl::Status reason) {
+  if (reason.ok()) reason = absl::CancelledError("aborted");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_.ok()) return absl::OkStatus();
+    aborted_ = reason;
+  }
+  transport_->Abort(absl::CancelledError(
+      absl::StrCat("communicator aborted: ", reason.message())));
+  return absl::OkStatus();
+}
+
+}  // namespace relay

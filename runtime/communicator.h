@@ -1,0 +1,168 @@
+// File: runtime/communicator.h
+//
+// Communicator: a group of `size` ranks that run collectives and exchange
+// point-to-point messages over one Transport. Every operation validates its
+// input first (InvalidArgument, before anything is sent) and returns a
+// Request (runtime/request.h) without blocking.
+//
+// Ordering. Collectives must be called in the same order on every rank (as
+// in MPI and NCCL); each call takes the next sequence number, which goes
+// into its message tags, so concurrent collectives on one communicator never
+// mix messages. Point-to-point messages between two ranks on one tag arrive
+// in the order sent.
+//
+// Errors. After an operation fails (Unavailable, DeadlineExceeded), Abort the
+// communicator before freeing the buffers of operations still in flight.
+// Abort fails every pending request with Cancelled and returns promptly;
+// later calls return FailedPrecondition.
+//
+// Lifetime and ownership. Created by relay::CreateCommunicator (//:relay) or
+// Split(). The communicator owns its transport and shares it with requests in
+// flight, so dropping the communicator aborts what is pending but never
+// leaves a request pointing at freed wiring. Methods are thread-safe, but
+// collectives issued from several threads must still be issued in the same
+// order on every rank.
+//
+// Example:
+//   RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+//                          CreateCommunicator({.rank = r, .size = n, .store = store}));
+//   std::vector<float> grads = ...;
+//   RELAY_ASSIGN_OR_RETURN(Request req,
+//       comm->AllReduce(ConstBuffer::Of(grads), Buffer::Of(grads), ReduceOp::kAvg));
+//   RELAY_RETURN_IF_ERROR(req.Wait());
+#ifndef RELAY_RUNTIME_COMMUNICATOR_H_
+#define RELAY_RUNTIME_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include <mutex>
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "runtime/buffer.h"
+#include "runtime/collective.h"
+#include "runtime/request.h"
+#include "runtime/store.h"
+#include "runtime/transport.h"
+
+namespace relay {
+
+// One half of a batched point-to-point exchange (see BatchSendRecv).
+struct P2POp {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int peer = 0;
+  int64_t tag = 0;
+  ConstBuffer send;  // For kSend.
+  Buffer recv;       // For kRecv.
+
+  static P2POp Send(ConstBuffer data, int peer, int64_t tag = 0) {
+    return {Kind::kSend, peer, tag, data, {}};
+  }
+  static P2POp Recv(Buffer data, int peer, int64_t tag = 0) {
+    return {Kind::kRecv, peer, tag, {}, data};
+  }
+};
+
+struct CommunicatorOptions {
+  // The timeout of every operation that sets none in its options.
+  absl::Duration default_timeout = absl::Minutes(10);
+};
+
+class Communicator {
+ public:
+  // Connects this rank through `factory` (every rank of the group calls this
+  // with the same `store`). `engine` must outlive the communicator.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      TransportFactory& factory, const CollectiveEngine& engine,
+      std::shared_ptr<Store> store, int rank, int size,
+      CommunicatorOptions options = {});
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  absl::string_view transport_name() const { return transport_->name(); }
+  TransportCapabilities capabilities() const {
+    return transport_->capabilities();
+  }
+
+  // Collectives; see runtime/collective.h for the buffer conventions.
+  absl::StatusOr<Request> Broadcast(ConstBuffer send, Buffer recv, int root,
+                                    const CollectiveOptions& options = {});
+  absl::StatusOr<Request> Reduce(ConstBuffer send, Buffer recv, ReduceOp op,
+                                 int root,
+                                 const CollectiveOptions& options = {});
+  absl::StatusOr<Request> AllReduce(ConstBuffer send, Buffer recv, ReduceOp op,
+                                    const CollectiveOptions& options = {});
+  absl::StatusOr<Request> AllGather(ConstBuffer send, Buffer recv,
+                                    const CollectiveOptions& options = {});
+  absl::StatusOr<Request> ReduceScatter(ConstBuffer send, Buffer recv,
+                                        ReduceOp op,
+                                        const CollectiveOptions& options = {});
+  absl::StatusOr<Request> Gather(ConstBuffer send, Buffer recv, int root,
+                                 const CollectiveOptions& options = {});
+  absl::StatusOr<Request> Scatter(ConstBuffer send, Buffer recv, int root,
+                                  const CollectiveOptions& options = {});
+  absl::StatusOr<Request> AllToAll(ConstBuffer send, Buffer recv,
+                                   const CollectiveOptions& options = {});
+  absl::StatusOr<Request> Barrier(const CollectiveOptions& options = {});
+  // Any collective from its kind and buffers (benchmarks, bindings).
+  absl::StatusOr<Request> Collective(CollectiveKind kind, ConstBuffer send,
+                                     Buffer recv, ReduceOp op, int root,
+                                     const CollectiveOptions& options = {});
+
+  // Point-to-point; 0 <= tag <= kMaxUserTag.
+  absl::StatusOr<Request> Send(ConstBuffer data, int peer, int64_t tag = 0,
+                               const CollectiveOptions& options = {});
+  absl::StatusOr<Request> Recv(Buffer data, int peer, int64_t tag = 0,
+                               const CollectiveOptions& options = {});
+  // Posts every op at once (so exchanges cannot deadlock) and returns one
+  // request that completes when all have, with the first error.
+  absl::StatusOr<Request> BatchSendRecv(absl::Span<const P2POp> ops,
+                                        const CollectiveOptions& options = {});
+
+  // Collective: ranks passing the same color form a new communicator,
+  // ordered by (key, old rank). A negative color opts out: the result is
+  // then null. Blocks until the new group is wired.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(
+      int color, int key, const CollectiveOptions& options = {});
+
+  // Fails every pending request with Cancelled(reason) and makes later calls
+  // fail with FailedPrecondition. Idempotent; returns promptly.
+  absl::Status Abort(absl::Status reason = absl::CancelledError("aborted"));
+
+ private:
+  Communicator(TransportFactory& factory, const CollectiveEngine& engine,
+               std::shared_ptr<Store> store,
+               std::shared_ptr<Transport> transport, int rank, int size,
+               CommunicatorOptions options);
+
+  absl::Status CheckUsable() const;
+  absl::Time DeadlineFor(const CollectiveOptions& options) const;
+  absl::StatusOr<Request> StartCollective(CollectiveArgs args,
+                                          const CollectiveOptions& options);
+  absl::Status ValidatePeer(int peer) const;
+
+  TransportFactory& factory_;
+  const CollectiveEngine& engine_;
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Transport> transport_;
+  const int rank_;
+  const int size_;
+  const CommunicatorOptions options_;
+  std::atomic<uint64_t> next_sequence_{0};
+  std::atomic<uint64_t> next_split_{0};
+  mutable std::mutex mu_;
+  absl::Status aborted_;
+};
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_COMMUNICATOR_H_

@@ -1,0 +1,73 @@
+// File: runtime/data_type.h
+//
+// DataType (the element types relay moves and reduces) and ReduceOp (the
+// reductions), with their sizes, names and parsers.
+//
+// float16 and bfloat16 are stored as their 16-bit patterns; reductions on them
+// accumulate in float32 and round once per reduction (see collectives/reduce.h).
+//
+// Example:
+//   absl::StatusOr<DataType> t = ParseDataType("bfloat16");
+//   size_t bytes = count * DataTypeSize(*t);
+#ifndef RELAY_RUNTIME_DATA_TYPE_H_
+#define RELAY_RUNTIME_DATA_TYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace relay {
+
+enum class DataType : uint8_t {
+  kInt8,
+  kUint8,
+  kInt32,
+  kUint32,
+  kInt64,
+  kUint64,
+  kFloat16,
+  kBfloat16,
+  kFloat32,
+  kFloat64,
+};
+
+enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kAvg };
+
+// Every value of each enum, in declaration order (for sweeps and tests).
+const std::vector<DataType>& AllDataTypes();
+const std::vector<ReduceOp>& AllReduceOps();
+
+// False for values outside the enum (a cast from a corrupt integer).
+bool IsValid(DataType type);
+bool IsValid(ReduceOp op);
+bool IsFloatingPoint(DataType type);
+
+// Bytes per element; 0 for an invalid type.
+size_t DataTypeSize(DataType type);
+
+// Lower-case names as nccl-tests prints them: "float32" also parses as
+// "float", "fp32"; "sum", "prod", "min", "max", "avg".
+absl::string_view DataTypeName(DataType type);
+absl::string_view ReduceOpName(ReduceOp op);
+absl::StatusOr<DataType> ParseDataType(absl::string_view name);
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
+
+// Maps a C++ element type to its DataType (for typed buffer helpers).
+template <typename T>
+struct DataTypeOf;
+template <> struct DataTypeOf<int8_t> { static constexpr DataType value = DataType::kInt8; };
+template <> struct DataTypeOf<uint8_t> { static constexpr DataType value = DataType::kUint8; };
+template <> struct DataTypeOf<int32_t> { static constexpr DataType value = DataType::kInt32; };
+template <> struct DataTypeOf<uint32_t> { static constexpr DataType value = DataType::kUint32; };
+template <> struct DataTypeOf<int64_t> { static constexpr DataType value = DataType::kInt64; };
+template <> struct DataTypeOf<uint64_t> { static constexpr DataType value = DataType::kUint64; };
+template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::kFloat32; };
+template <> struct DataTypeOf<double> { static constexpr DataType value = DataType::kFloat64; };
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_DATA_TYPE_H_

@@ -1,0 +1,155 @@
+#include "runtime/request.h"
+
+#include <utility>
+
+#include <algorithm>
+
+namespace relay {
+namespace {
+
+// How long Wait() polls before it sleeps. Loopback peers usually complete a
+// small message within a few microseconds; past that, sleeping frees the core
+// for the peer (build hosts have two cores and tests run sixteen ranks).
+constexpr absl::Duration kSpinBudget = absl::Microseconds(20);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+bool RequestState::Complete(absl::Status status) {
+  std::vector<DoneCallback> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_.load(std::memory_order_relaxed)) return false;
+    status_ = std::move(status);
+    done_.store(true, std::memory_order_release);
+    callbacks.swap(callbacks_);
+    if (sleepers_ > 0) cv_.notify_all();
+  }
+  for (DoneCallback& cb : callbacks) std::move(cb)(status_);
+  return true;
+}
+
+absl::Status RequestState::Wait(absl::Time deadline) {
+  if (done()) return status_;
+  const absl::Time spin_until =
+      std::min(deadline, absl::Now() + kSpinBudget);
+  int polls = 0;
+  while (!done()) {
+    Progress();
+    if (done()) break;
+    CpuRelax();
+    // absl::Now() costs ~20 ns; read it every few polls only.
+    if (++polls % 16 == 0 && absl::Now() >= spin_until) break;
+  }
+  if (done()) return status_;
+
+  std::unique_lock<std::mutex> lock(mu_);
+  ++sleepers_;
+  while (!done_.load(std::memory_order_relaxed)) {
+    // Wake up now and then to drive progress for polling transports.
+    const absl::Time wake =
+        std::min(deadline, absl::Now() + absl::Milliseconds(1));
+    cv_.wait_until(lock, absl::ToChronoTime(wake));
+    if (done_.load(std::memory_order_relaxed)) break;
+    if (absl::Now() >= deadline) {
+      --sleepers_;
+      return absl::DeadlineExceededError(
+          "operation did not complete before its deadline");
+    }
+    lock.unlock();
+    Progress();
+    lock.lock();
+  }
+  --sleepers_;
+  return status_;
+}
+
+void RequestState::OnDone(DoneCallback callback) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_.load(std::memory_order_relaxed)) {
+      callbacks_.push_back(std::move(callback));
+      return;
+    }
+  }
+  std::move(callback)(status_);
+}
+
+Request Request::Completed(absl::Status status) {
+  auto state = std::make_shared<RequestState>();
+  state->Complete(std::move(status));
+  return Request(std::move(state));
+}
+
+absl::Status Request::Wait() {
+  if (!state_) return absl::FailedPreconditionError("Wait on an empty Request");
+  return state_->Wait(state_->deadline());
+}
+
+absl::Status Request::Wait(absl::Duration timeout) {
+  if (!state_) return absl::FailedPreconditionError("Wait on an empty Request");
+  return state_->Wait(absl::Now() + timeout);
+}
+
+bool Request::Test() {
+  if (!state_) return true;
+  return state_->Poll();
+}
+
+absl::Status Request::status() const {
+  if (!state_) return absl::FailedPreconditionError("empty Request");
+  return state_->done() ? state_->status() : absl::OkStatus();
+}
+
+void Request::OnDone(DoneCallback callback) {
+  if (!state_) {
+    std::move(callback)(absl::FailedPreconditionError("empty Request"));
+    return;
+  }
+  state_->OnDone(std::move(callback));
+}
+
+absl::Status Request::StreamWait(void* /*cuda_stream*/) {
+  return absl::UnimplementedError(
+      "StreamWait applies to device operations; this request is a host "
+      "operation: use Wait()");
+}
+
+Request WhenAll(std::vector<Request> requests, absl::Time deadline) {
+  struct Joint {
+    std::shared_ptr<RequestState> state;
+    std::atomic<size_t> remaining;
+    std::mutex mu;
+    absl::Status first_error;  // Guarded by mu.
+  };
+  auto joint = std::make_shared<Joint>();
+  joint->state = std::make_shared<RequestState>(deadline);
+  joint->remaining.store(requests.size() + 1);  // +1 until all are attached.
+  auto arrive = [joint](absl::Status status) {
+    if (!status.ok()) {
+      std::lock_guard<std::mutex> lock(joint->mu);
+      if (joint->first_error.ok()) joint->first_error = std::move(status);
+    }
+    if (joint->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      absl::Status result;
+      {
+        std::lock_guard<std::mutex> lock(joint->mu);
+        result = joint->first_error;
+      }
+      joint->state->Complete(std::move(result));
+    }
+  };
+  Request out(joint->state);
+  for (Request& r : requests) r.OnDone(arrive);
+  arrive(absl::OkStatus());
+  return out;
+}
+
+}  // namespace relay

@@ -1,0 +1,137 @@
+// File: runtime/request.h
+//
+// Request: the asynchronous handle every relay operation returns, and
+// RequestState, the completion record that transports and algorithms fill in.
+//
+// What "complete" means. A request is complete when its result is in the
+// output buffer (for host memory), or when it has failed. Completion happens
+// exactly once, with one absl::Status:
+//   OK                 the result is in place.
+//   DeadlineExceeded   (from Wait only) the deadline passed first; the operation
+//                      is still in flight: wait again, or Abort the communicator.
+//   Cancelled          the communicator was aborted.
+//   Unavailable        a peer was lost; the message names it.
+//   Internal           a native library failed; the message names the call.
+//
+// Host wait versus stream wait (device memory, with the CUDA transports):
+//   Wait() blocks the calling host thread until the operation has finished,
+//   GPU work included. StreamWait(stream) returns at once and makes `stream`
+//   wait, on the GPU, for the operation: later kernels on that stream see the
+//   result, and the host never blocks. Host-memory operations do not support
+//   StreamWait (Unimplemented); wait on the host instead.
+//
+// Lifetime and ownership. Request is a small movable handle sharing one
+// RequestState with the transport or algorithm that completes it; dropping the
+// handle does not cancel the operation, and the buffers must stay valid until
+// it completes. OnDone callbacks run exactly once, on whichever thread
+// completes the request (inline if it already has): keep them short and never
+// block in them.
+//
+// Example:
+//   RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(in, out, ReduceOp::kSum));
+//   ComputeSomethingElse();                       // overlaps the all_reduce
+//   RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(30)));
+#ifndef RELAY_RUNTIME_REQUEST_H_
+#define RELAY_RUNTIME_REQUEST_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace relay {
+
+using DoneCallback = absl::AnyInvocable<void(absl::Status)>;
+
+// The shared completion record behind a Request. Transports and algorithms
+// create one per operation and call Complete() once; subclasses that need a
+// progress engine to be driven (polling transports) override Progress().
+class RequestState {
+ public:
+  // `deadline` is what Request::Wait() with no argument waits until.
+  explicit RequestState(absl::Time deadline = absl::InfiniteFuture())
+      : deadline_(deadline) {}
+  virtual ~RequestState() = default;
+  RequestState(const RequestState&) = delete;
+  RequestState& operator=(const RequestState&) = delete;
+
+  // Records the outcome and runs the callbacks. Only the first call counts;
+  // it returns true, later ones return false and change nothing.
+  bool Complete(absl::Status status);
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // The outcome; meaningful once done() is true.
+  const absl::Status& status() const { return status_; }
+  absl::Time deadline() const { return deadline_; }
+
+  // Blocks until done or `deadline`: spins briefly (a peer thread often
+  // completes within microseconds), then sleeps on a condition variable.
+  absl::Status Wait(absl::Time deadline);
+  // Non-blocking: drives progress once; true when done.
+  bool Poll() {
+    if (done()) return true;
+    Progress();
+    return done();
+  }
+  void OnDone(DoneCallback callback);
+
+ protected:
+  // Called repeatedly by Wait() and Request::Test() while not done.
+  virtual void Progress() {}
+
+ private:
+  std::atomic<bool> done_{false};
+  absl::Status status_;  // Written once, before done_ is released.
+  const absl::Time deadline_;
+  // std::mutex, not absl::Mutex: TSAN cannot see Debian's prebuilt Abseil.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int sleepers_ = 0;                     // Guarded by mu_.
+  std::vector<DoneCallback> callbacks_;  // Guarded by mu_.
+};
+
+class Request {
+ public:
+  // An empty handle: Wait() and Test() report FailedPrecondition / true.
+  Request() = default;
+  explicit Request(std::shared_ptr<RequestState> state)
+      : state_(std::move(state)) {}
+
+  // A request that is already complete with `status`.
+  static Request Completed(absl::Status status = absl::OkStatus());
+
+  // Blocks until the operation completes or its own deadline (the timeout of
+  // the call that created it) passes.
+  absl::Status Wait();
+  // Blocks at most `timeout`; DeadlineExceeded leaves the operation in flight.
+  absl::Status Wait(absl::Duration timeout);
+  // Non-blocking: drives progress once and reports whether it completed.
+  bool Test();
+  // The final status once Test() is true (OK before that: check Test first).
+  absl::Status status() const;
+  // Runs `callback` once with the final status (inline if already complete).
+  void OnDone(DoneCallback callback);
+  // Device operations: make `cuda_stream` wait for completion without
+  // blocking the host. Host operations return Unimplemented.
+  absl::Status StreamWait(void* cuda_stream);
+
+  bool valid() const { return state_ != nullptr; }
+  const std::shared_ptr<RequestState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<RequestState> state_;
+};
+
+// A request that completes when every one of `requests` has: with the first
+// error among them, or OK. `deadline` is the combined request's own deadline.
+Request WhenAll(std::vector<Request> requests,
+                absl::Time deadline = absl::InfiniteFuture());
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_REQUEST_H_

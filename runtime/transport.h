@@ -1,0 +1,128 @@
+// File: runtime/transport.h
+//
+// Transport: one rank's end of the wiring between the ranks of a communicator,
+// and TransportFactory, which builds that wiring by rendezvous through a Store.
+// Transports move bytes; they know nothing of collective algorithms, which are
+// written once (collectives/) against this interface.
+//
+// Point-to-point semantics.
+//   Isend(peer, tag, data) and Irecv(peer, tag, data) match by (peer, tag).
+//   Messages from one rank to one peer on one tag never overtake each other:
+//   the k-th send matches the k-th receive. A send and its receive must have
+//   the same size in bytes; otherwise both fail with InvalidArgument. A send
+//   may complete before or only when its receive is posted (loopback waits,
+//   since it copies straight from the sender's buffer), so algorithms post
+//   both sides of an exchange before waiting on either.
+//
+// Optional capabilities default to Unimplemented (see TransportCapabilities):
+//   IrecvReduce  receive and reduce in one pass: dst = reduce(local, incoming),
+//                for transports that can see the sender's bytes (loopback,
+//                shared memory); algorithms fall back to Irecv + reduce.
+//   Collective   a native collective (NCCL's), used before relay's algorithms.
+//
+// Lifetime and ownership. A Transport is owned by its Communicator (by
+// unique_ptr) and outlives every request it returned: the communicator aborts
+// it before destroying it. Buffers belong to the caller and must stay valid
+// until the request completes. All methods are thread-safe.
+//
+// Example (one exchange with the right neighbour):
+//   RELAY_ASSIGN_OR_RETURN(Request s, t.Isend((r + 1) % n, tag, mine, deadline));
+//   RELAY_ASSIGN_OR_RETURN(Request q, t.Irecv((r + n - 1) % n, tag, theirs, deadline));
+//   RELAY_RETURN_IF_ERROR(s.Wait());
+//   RELAY_RETURN_IF_ERROR(q.Wait());
+#ifndef RELAY_RUNTIME_TRANSPORT_H_
+#define RELAY_RUNTIME_TRANSPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "runtime/buffer.h"
+#include "runtime/collective.h"
+#include "runtime/request.h"
+#include "runtime/store.h"
+#include "runtime/tag.h"
+
+namespace relay {
+
+// out[i] = a[i] (op) b[i] for `count` elements of one dtype; `out` may alias
+// `a` or `b`. Algorithms hand one to IrecvReduce (see collectives/reduce.h).
+using ReduceFn = void (*)(const void* a, const void* b, void* out,
+                          size_t count);
+
+struct TransportCapabilities {
+  bool host_memory = true;
+  bool device_memory = false;
+  bool fused_recv_reduce = false;   // IrecvReduce is implemented.
+  bool native_collectives = false;  // Collective() is implemented.
+  // Cost model inputs (alpha-beta): per-message latency and per-link
+  // bandwidth, used to pick algorithms by message size and rank count.
+  double latency_us = 5.0;
+  double bandwidth_gbps = 10.0;  // GB/s, 1 GB = 1e9 B.
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual absl::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual TransportCapabilities capabilities() const = 0;
+
+  virtual absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                        absl::Time deadline) = 0;
+  virtual absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                        absl::Time deadline) = 0;
+
+  // dst = reduce(local, incoming) element-wise; `local` may alias `dst`.
+  virtual absl::StatusOr<Request> IrecvReduce(int peer, Tag tag,
+                                              ConstBuffer local, Buffer dst,
+                                              ReduceFn reduce,
+                                              absl::Time deadline) {
+    (void)peer, (void)tag, (void)local, (void)dst, (void)reduce, (void)deadline;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " has no fused receive-and-reduce"));
+  }
+
+  // A native implementation of the collective described by `args`.
+  virtual absl::StatusOr<Request> Collective(const CollectiveArgs& args) {
+    (void)args;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " has no native collectives"));
+  }
+
+  // Fails every pending request this rank posted with `reason` (Cancelled
+  // for an abort); peers waiting on this rank learn it as Unavailable where
+  // the transport can tell them. Later calls fail. Returns promptly.
+  virtual void Abort(absl::Status reason) = 0;
+};
+
+struct TransportConfig {
+  std::shared_ptr<Store> store;  // Scoped to this communicator.
+  int rank = 0;
+  int size = 1;
+  absl::Duration timeout = absl::Minutes(5);  // For the rendezvous itself.
+};
+
+class TransportFactory {
+ public:
+  virtual ~TransportFactory() = default;
+  virtual absl::string_view name() const = 0;
+  // False where the hardware, library or permissions are missing; the
+  // registry skips non-viable transports when choosing a default.
+  virtual bool IsViable() const { return true; }
+  // Builds this rank's end of a group of config.size ranks. Every rank of
+  // the group calls it with the same store.
+  virtual absl::StatusOr<std::unique_ptr<Transport>> Connect(
+      const TransportConfig& config) = 0;
+};
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_TRANSPORT_H_

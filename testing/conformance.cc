@@ -1,0 +1,231 @@
+#include "testing/conformance.h"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/selection.h"
+#include "runtime/communicator.h"
+#include "runtime/status_macros.h"
+#include "testing/rank_harness.h"
+#include "testing/reference.h"
+
+namespace relay {
+namespace {
+
+constexpr int kSizes[] = {1, 2, 3, 4, 5, 7, 8, 16};
+constexpr size_t kGuard = 16;  // Elements past each output, checked intact.
+constexpr unsigned char kGarbage = 0xA5, kGuardByte = 0x5A;
+const absl::Duration kTimeout = absl::Seconds(120);
+
+bool HasInPlaceForm(CollectiveKind k) {
+  return k != CollectiveKind::kAllToAll && k != CollectiveKind::kBarrier;
+}
+
+std::vector<int> RootsFor(CollectiveKind kind, int size) {
+  if (!IsRooted(kind)) return {0};
+  if (size <= 8) {
+    std::vector<int> all;
+    for (int r = 0; r < size; ++r) all.push_back(r);
+    return all;
+  }
+  return {0, 5, size - 1};
+}
+
+// Elements of the send vector each rank passes.
+size_t SendCount(CollectiveKind kind, size_t count, int size) {
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kAllToAll:
+      return count * static_cast<size_t>(size);
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return count;
+  }
+}
+
+size_t RecvCount(CollectiveKind kind, size_t count, int size) {
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:
+    case CollectiveKind::kAllToAll:
+      return count * static_cast<size_t>(size);
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return count;
+  }
+}
+
+// One rank's call: sets up buffers (in place or not), runs, checks.
+absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
+                        const std::vector<std::vector<double>>& inputs,
+                        std::atomic<int>& arrived) {
+  const int rank = comm.rank(), n = c.size;
+  const size_t esize = DataTypeSize(c.dtype);
+  CollectiveOptions options;
+  options.algorithm = c.algorithm;
+  options.timeout = kTimeout;
+
+  if (c.kind == CollectiveKind::kBarrier) {
+    arrived.fetch_add(1);
+    RELAY_ASSIGN_OR_RETURN(Request r, comm.Barrier(options));
+    RELAY_RETURN_IF_ERROR(r.Wait());
+    if (arrived.load() != n) {
+      return absl::InternalError(absl::StrCat(
+          "left the barrier when only ", arrived.load(), " of ", n,
+          " ranks had entered it"));
+    }
+    return absl::OkStatus();
+  }
+
+  const bool root = rank == c.root;
+  const bool in_place = c.in_place && (!IsRooted(c.kind) || root);
+  const std::vector<char> input = Encode(c.dtype, inputs[rank]);
+  const size_t send_count = SendCount(c.kind, c.count, n);
+  const size_t recv_count = RecvCount(c.kind, c.count, n);
+  const size_t block = c.count * esize;
+
+  // One allocation holds the send vector and, after it, the recv vector
+  // plus its guard; the in-place forms alias them instead.
+  std::vector<char> send_mem(input), recv_mem((recv_count + kGuard) * esize);
+  std::memset(recv_mem.data(), kGarbage, recv_count * esize);
+  std::memset(recv_mem.data() + recv_count * esize, kGuardByte, kGuard * esize);
+  char* send_ptr = send_mem.data();
+  char* recv_ptr = recv_mem.data();
+  if (in_place) {
+    switch (c.kind) {
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kBroadcast:
+      case CollectiveKind::kReduce:
+        if (!input.empty()) std::memcpy(recv_ptr, input.data(), input.size());
+        send_ptr = recv_ptr;
+        break;
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather:
+        if (block) std::memcpy(recv_ptr + rank * block, input.data(), block);
+        send_ptr = recv_ptr + rank * block;
+        break;
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kScatter:
+        // recv is this rank's block of the send vector; no guard applies.
+        recv_ptr = send_ptr + rank * block;
+        break;
+      default:
+        break;
+    }
+  }
+  const ConstBuffer send{send_ptr, send_count, c.dtype, Device::Host()};
+  const Buffer recv{recv_ptr, recv_count, c.dtype, Device::Host()};
+
+  RELAY_ASSIGN_OR_RETURN(
+      Request request,
+      comm.Collective(c.kind, send, recv, c.op, c.root, options));
+  RELAY_RETURN_IF_ERROR(request.Wait());
+
+  const std::vector<double> want = Expected(c.kind, c.dtype, c.op, c.root,
+                                            rank, c.count, inputs);
+  const bool defined = !(c.kind == CollectiveKind::kReduce ||
+                         c.kind == CollectiveKind::kGather) || root;
+  if (defined) {
+    std::string detail;
+    const size_t wrong = CountMismatches(
+        c.dtype, c.op, want, Decode(c.dtype, recv_ptr, recv_count), &detail);
+    if (wrong > 0) {
+      return absl::InternalError(
+          absl::StrCat(wrong, " of ", recv_count, " elements wrong:", detail));
+    }
+  }
+  if (recv_ptr == recv_mem.data()) {
+    for (size_t i = recv_count * esize; i < recv_mem.size(); ++i) {
+      if (static_cast<unsigned char>(recv_mem[i]) != kGuardByte) {
+        return absl::InternalError(absl::StrCat(
+            "wrote past the end of the recv buffer (byte ", i, ")"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ConformanceCase::Name() const {
+  return absl::StrCat(CollectiveName(kind), "_", AlgorithmName(algorithm),
+                      "_n", size, "_c", count, "_", DataTypeName(dtype), "_",
+                      ReduceOpName(op), "_root", root,
+                      in_place ? "_inplace" : "");
+}
+
+std::vector<ConformanceCase> ConformanceCases(int max_size) {
+  std::vector<ConformanceCase> cases;
+  auto add = [&](ConformanceCase c) {
+    if (c.size > max_size) return;
+    cases.push_back(c);
+    if (HasInPlaceForm(c.kind)) {
+      c.in_place = true;
+      cases.push_back(c);
+    }
+  };
+  // 1. Shapes: every collective, algorithm, size, root; float32 sum.
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (Algorithm algorithm : AlgorithmsFor(kind)) {
+      for (int size : kSizes) {
+        const size_t counts[] = {0, 1, static_cast<size_t>(size) * 37 + 3};
+        for (size_t count : counts) {
+          if (kind == CollectiveKind::kBarrier && count > 0) continue;
+          for (int root : RootsFor(kind, size)) {
+            add({kind, algorithm, size, count, DataType::kFloat32,
+                 ReduceOp::kSum, root, false});
+          }
+        }
+      }
+    }
+  }
+  // 2. Arithmetic: every dtype and op for each reduction algorithm.
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce,
+                              CollectiveKind::kReduceScatter,
+                              CollectiveKind::kReduce}) {
+    for (Algorithm algorithm : AlgorithmsFor(kind)) {
+      for (int size : {3, 4}) {
+        for (DataType dtype : AllDataTypes()) {
+          for (ReduceOp op : AllReduceOps()) {
+            add({kind, algorithm, size, 53, dtype, op, size - 1, false});
+          }
+        }
+      }
+    }
+  }
+  // 3. Large: over a million elements, pipelined into many segments.
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    if (kind == CollectiveKind::kBarrier) continue;
+    for (Algorithm algorithm : AlgorithmsFor(kind)) {
+      for (int size : {2, 5}) {
+        add({kind, algorithm, size, (size_t{1} << 20) + 3, DataType::kFloat32,
+             ReduceOp::kSum, size - 1, false});
+      }
+    }
+  }
+  return cases;
+}
+
+std::vector<ConformanceCase> ConformanceCases() {
+  return ConformanceCases(16);
+}
+
+absl::Status RunConformanceCase(const ConformanceCase& c,
+                                TransportFactory& factory,
+                                const CollectiveEngine& engine) {
+  std::vector<std::vector<double>> inputs(static_cast<size_t>(c.size));
+  for (int r = 0; r < c.size; ++r) {
+    inputs[r] = InputValues(c.dtype, c.op, r, SendCount(c.kind, c.count, c.size));
+  }
+  std::atomic<int> arrived{0};
+  return RunRanks(c.size, factory, engine, [&](Communicator& comm) {
+    return RunOneRank(c, comm, inputs, arrived);
+  });
+}
+
+}  // namespace relay

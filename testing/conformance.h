@@ -1,0 +1,68 @@
+// File: testing/conformance.h
+//
+// The conformance suite every transport runs: each ConformanceCase is one
+// collective call (kind, algorithm, group size, count, dtype, op, root, in
+// place or not) made on every rank of a fresh group and checked element by
+// element against testing/reference.h, with guard elements past the end of
+// each output to catch overruns. A transport instantiates the whole matrix in
+// a few lines:
+//
+//   class LoopbackConformanceTest
+//       : public ::testing::TestWithParam<ConformanceCase> {};
+//   TEST_P(LoopbackConformanceTest, MatchesReference) {
+//     EXPECT_OK(RunConformanceCase(GetParam(), factory, engine));
+//   }
+//   INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackConformanceTest,
+//                            ::testing::ValuesIn(ConformanceCases()),
+//                            ConformanceCaseName);
+#ifndef RELAY_TESTING_CONFORMANCE_H_
+#define RELAY_TESTING_CONFORMANCE_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/collective.h"
+#include "runtime/data_type.h"
+#include "runtime/transport.h"
+
+namespace relay {
+
+struct ConformanceCase {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  Algorithm algorithm = Algorithm::kAuto;
+  int size = 1;
+  size_t count = 0;  // Per rank, as in runtime/collective.h.
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  bool in_place = false;
+
+  std::string Name() const;  // A valid gtest name.
+};
+
+// The standard matrix: every collective and each of relay's algorithms for
+// it; world sizes 1, 2, 3, 4, 5, 7, 8, 16; counts 0, 1, one not divisible by
+// the world size, and one over a million (float32, a few sizes); every dtype
+// and op for the reductions; in place and out of place; every root (three
+// roots at 16 ranks).
+std::vector<ConformanceCase> ConformanceCases();
+
+// The same matrix restricted to sizes <= max_size (for process transports).
+std::vector<ConformanceCase> ConformanceCases(int max_size);
+
+// Runs one case on `c.size` ranks as threads; OK or an error naming the
+// rank and the first mismatching elements.
+absl::Status RunConformanceCase(const ConformanceCase& c,
+                                TransportFactory& factory,
+                                const CollectiveEngine& engine);
+
+template <typename ParamInfo>
+std::string ConformanceCaseName(const ParamInfo& info) {
+  return info.param.Name();
+}
+
+}  // namespace relay
+
+#endif  // RELAY_TESTING_CONFORMANCE_H_

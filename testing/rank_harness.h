@@ -1,0 +1,36 @@
+// File: testing/rank_harness.h
+//
+// RunRanks: runs `size` ranks as threads of this process, each with its own
+// Communicator over `factory` (all sharing one InMemoryStore), calls `body`
+// on each, and returns the first error, prefixed with the rank that hit it.
+// Every rank's communicator is destroyed before RunRanks returns.
+//
+// Bodies must bound their own waits (Request::Wait(timeout)); the harness
+// itself adds none, so a hung rank shows up as that rank's DeadlineExceeded.
+//
+// Example:
+//   absl::Status s = RunRanks(4, factory, engine, [](Communicator& c) {
+//     RELAY_ASSIGN_OR_RETURN(Request r, c.Barrier());
+//     return r.Wait(absl::Seconds(10));
+//   });
+#ifndef RELAY_TESTING_RANK_HARNESS_H_
+#define RELAY_TESTING_RANK_HARNESS_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "runtime/collective.h"
+#include "runtime/communicator.h"
+#include "runtime/transport.h"
+
+namespace relay {
+
+using RankBody = std::function<absl::Status(Communicator& comm)>;
+
+absl::Status RunRanks(int size, TransportFactory& factory,
+                      const CollectiveEngine& engine, const RankBody& body,
+                      CommunicatorOptions options = {});
+
+}  // namespace relay
+
+#endif  // RELAY_TESTING_RANK_HARNESS_H_

@@ -1,0 +1,203 @@
+#include "testing/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/float16.h"
+
+namespace relay {
+namespace {
+
+bool IsUnsigned(DataType t) {
+  return t == DataType::kUint8 || t == DataType::kUint32 ||
+         t == DataType::kUint64;
+}
+
+template <typename T>
+void Put(std::vector<char>& out, size_t i, T v) {
+  std::memcpy(out.data() + i * sizeof(T), &v, sizeof(T));
+}
+
+template <typename T>
+T Get(const void* data, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const char*>(data) + i * sizeof(T), sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+std::vector<double> InputValues(DataType dtype, ReduceOp op, int rank,
+                                size_t count) {
+  std::vector<double> v(count);
+  const bool u = IsUnsigned(dtype);
+  for (size_t i = 0; i < count; ++i) {
+    const long r = rank, k = static_cast<long>(i % 1000003);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        // [-5, 5] (or [0, 10]): 16 ranks sum within +-80 (160).
+        v[i] = static_cast<double>((r * 7 + k * 3) % 11 - (u ? 0 : 5));
+        break;
+      case ReduceOp::kProd: {
+        // Mostly +-1, a 2 where (rank + i) % 5 == 0: |product| <= 2^4 for
+        // 16 ranks.
+        const bool two = (r + k) % 5 == 0;
+        const bool negative = !u && (r * 3 + k) % 2 == 1;
+        v[i] = two ? 2.0 : (negative ? -1.0 : 1.0);
+        break;
+      }
+      case ReduceOp::kMin:
+      case ReduceOp::kMax:
+        v[i] = static_cast<double>((r * 13 + k * 7) % 23 - (u ? 0 : 11));
+        break;
+    }
+  }
+  return v;
+}
+
+std::vector<char> Encode(DataType dtype, const std::vector<double>& values) {
+  std::vector<char> out(values.size() * DataTypeSize(dtype));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double x = values[i];
+    switch (dtype) {
+      case DataType::kInt8: Put(out, i, static_cast<int8_t>(x)); break;
+      case DataType::kUint8: Put(out, i, static_cast<uint8_t>(x)); break;
+      case DataType::kInt32: Put(out, i, static_cast<int32_t>(x)); break;
+      case DataType::kUint32: Put(out, i, static_cast<uint32_t>(x)); break;
+      case DataType::kInt64: Put(out, i, static_cast<int64_t>(x)); break;
+      case DataType::kUint64: Put(out, i, static_cast<uint64_t>(x)); break;
+      case DataType::kFloat16:
+        Put(out, i, FloatToHalf(static_cast<float>(x)));
+        break;
+      case DataType::kBfloat16:
+        Put(out, i, FloatToBfloat16(static_cast<float>(x)));
+        break;
+      case DataType::kFloat32: Put(out, i, static_cast<float>(x)); break;
+      case DataType::kFloat64: Put(out, i, x); break;
+    }
+  }
+  return out;
+}
+
+std::vector<double> Decode(DataType dtype, const void* data, size_t count) {
+  std::vector<double> out(count);
+  for (size_t i = 0; i < count; ++i) {
+    switch (dtype) {
+      case DataType::kInt8: out[i] = Get<int8_t>(data, i); break;
+      case DataType::kUint8: out[i] = Get<uint8_t>(data, i); break;
+      case DataType::kInt32: out[i] = Get<int32_t>(data, i); break;
+      case DataType::kUint32: out[i] = Get<uint32_t>(data, i); break;
+      case DataType::kInt64:
+        out[i] = static_cast<double>(Get<int64_t>(data, i));
+        break;
+      case DataType::kUint64:
+        out[i] = static_cast<double>(Get<uint64_t>(data, i));
+        break;
+      case DataType::kFloat16: out[i] = HalfToFloat(Get<uint16_t>(data, i)); break;
+      case DataType::kBfloat16:
+        out[i] = Bfloat16ToFloat(Get<uint16_t>(data, i));
+        break;
+      case DataType::kFloat32: out[i] = Get<float>(data, i); break;
+      case DataType::kFloat64: out[i] = Get<double>(data, i); break;
+    }
+  }
+  return out;
+}
+
+double ReduceValues(DataType dtype, ReduceOp op,
+                    const std::vector<double>& values) {
+  double acc = values.front();
+  for (size_t i = 1; i < values.size(); ++i) {
+    const double x = values[i];
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc += x; break;
+      case ReduceOp::kProd: acc *= x; break;
+      case ReduceOp::kMin: acc = std::min(acc, x); break;
+      case ReduceOp::kMax: acc = std::max(acc, x); break;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    acc /= static_cast<double>(values.size());
+    if (!IsFloatingPoint(dtype)) acc = std::trunc(acc);
+  }
+  return acc;
+}
+
+std::vector<double> Expected(CollectiveKind kind, DataType dtype, ReduceOp op,
+                             int root, int rank, size_t count,
+                             const std::vector<std::vector<double>>& inputs) {
+  const size_t n = inputs.size(), me = static_cast<size_t>(rank);
+  auto reduced = [&](size_t offset, size_t len) {
+    std::vector<double> out(len), column(n);
+    for (size_t i = 0; i < len; ++i) {
+      for (size_t r = 0; r < n; ++r) column[r] = inputs[r][offset + i];
+      out[i] = ReduceValues(dtype, op, column);
+    }
+    return out;
+  };
+  std::vector<double> out;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return reduced(0, count);
+    case CollectiveKind::kReduce:
+      return rank == root ? reduced(0, count) : out;
+    case CollectiveKind::kBroadcast:
+      return inputs[root];
+    case CollectiveKind::kReduceScatter:
+      return reduced(me * count, count);
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:
+      if (kind == CollectiveKind::kGather && rank != root) return out;
+      for (size_t r = 0; r < n; ++r) {
+        out.insert(out.end(), inputs[r].begin(), inputs[r].begin() + count);
+      }
+      return out;
+    case CollectiveKind::kScatter:
+      return std::vector<double>(inputs[root].begin() + me * count,
+                                 inputs[root].begin() + (me + 1) * count);
+    case CollectiveKind::kAllToAll:
+      for (size_t r = 0; r < n; ++r) {
+        out.insert(out.end(), inputs[r].begin() + me * count,
+                   inputs[r].begin() + (me + 1) * count);
+      }
+      return out;
+    case CollectiveKind::kBarrier:
+      return out;
+  }
+  return out;
+}
+
+size_t CountMismatches(DataType dtype, ReduceOp op,
+                       const std::vector<double>& want,
+                       const std::vector<double>& got, std::string* detail) {
+  // Averages of floats divide an exact sum once, in float32 for the 16-bit
+  // types: allow that one rounding.
+  double rel = 0;
+  if (op == ReduceOp::kAvg && IsFloatingPoint(dtype)) {
+    rel = dtype == DataType::kFloat16    ? 1e-3
+          : dtype == DataType::kBfloat16 ? 8e-3
+          : dtype == DataType::kFloat32  ? 1e-6
+                                         : 1e-12;
+  }
+  size_t wrong = 0;
+  if (want.size() != got.size()) {
+    if (detail) *detail = absl::StrCat("size ", got.size(), " != ", want.size());
+    return std::max(want.size(), got.size());
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double tol = rel * std::max(1.0, std::fabs(want[i]));
+    if (std::fabs(want[i] - got[i]) <= tol) continue;
+    if (detail != nullptr && wrong < 5) {
+      absl::StrAppend(detail, " [", i, "] want ", want[i], " got ", got[i], ";");
+    }
+    ++wrong;
+  }
+  return wrong;
+}
+
+}  // namespace relay

@@ -1,0 +1,55 @@
+// File: testing/reference.h
+//
+// Test data and the reference results that relay's collectives are checked
+// against. Inputs differ by rank and by index (uniform data hides bugs), and
+// are small integers chosen per reduce op so that every result is exact in
+// every DataType, whatever the order of reduction: sums stay within +-160,
+// products within +-16. So results compare exactly, except averages of
+// floating-point types, which compare within one rounding.
+//
+// Example:
+//   std::vector<double> in = InputValues(DataType::kInt8, ReduceOp::kSum,
+//                                        /*rank=*/2, /*count=*/100);
+//   std::vector<char> bytes = Encode(DataType::kInt8, in);
+#ifndef RELAY_TESTING_REFERENCE_H_
+#define RELAY_TESTING_REFERENCE_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "runtime/collective.h"
+#include "runtime/data_type.h"
+
+namespace relay {
+
+// Rank `rank`'s input: `count` values, as exact doubles.
+std::vector<double> InputValues(DataType dtype, ReduceOp op, int rank,
+                                size_t count);
+
+// Packs values into the bytes of `dtype` and back.
+std::vector<char> Encode(DataType dtype, const std::vector<double>& values);
+std::vector<double> Decode(DataType dtype, const void* data, size_t count);
+
+// The value `op` makes of `values` (one element across ranks), in `dtype`'s
+// arithmetic: integer averages truncate toward zero.
+double ReduceValues(DataType dtype, ReduceOp op,
+                    const std::vector<double>& values);
+
+// The expected recv buffer of `rank` for `kind`, given every rank's send
+// vector (`inputs[r]`, laid out as that rank passes it). `count` follows
+// runtime/collective.h's per-rank convention. Empty where the recv buffer is
+// not defined on this rank (reduce and gather off the root; barrier).
+std::vector<double> Expected(CollectiveKind kind, DataType dtype, ReduceOp op,
+                             int root, int rank, size_t count,
+                             const std::vector<std::vector<double>>& inputs);
+
+// Compares `got` with `want`; returns how many elements differ, and puts a
+// description of the first few into `detail`.
+size_t CountMismatches(DataType dtype, ReduceOp op,
+                       const std::vector<double>& want,
+                       const std::vector<double>& got, std::string* detail);
+
+}  // namespace relay
+
+#endif  // RELAY_TESTING_REFERENCE_H_

@@ -1,0 +1,80 @@
+// File: transports/loopback/loopback_transport.h
+//
+// The loopback transport: N ranks as threads of one process, moving host
+// memory. It is relay's default transport and its test vehicle, and it is
+// built to be fast rather than to pretend:
+//   - A message costs one copy, made straight from the sender's buffer into
+//     the receiver's by whichever side arrives second (no staging buffer).
+//   - IrecvReduce reduces the sender's bytes straight into the destination
+//     (NCCL's recvReduceCopy), so a ring step reads each input once.
+//   - Nothing spins forever: requests spin briefly, then sleep
+//     (runtime/request.h), so sixteen ranks share two cores.
+// Sends complete when their receive has copied the data (rendezvous), so an
+// algorithm must post both sides of an exchange before waiting on either.
+//
+// Failure. Abort() on one rank cancels its own pending requests and fails
+// every peer's pending or later receive from it, and every send to it, with
+// Unavailable naming the rank, so peers learn of the loss at once instead of
+// waiting out their timeouts.
+//
+// Lifetime and ownership. The ranks of one group share a LoopbackFabric,
+// found through the store at Connect() time; each rank's transport holds it
+// by shared_ptr. Ranks in different processes cannot use this transport
+// (Connect fails with FailedPrecondition).
+//
+// Example:
+//   LoopbackTransportFactory factory;
+//   auto store = std::make_shared<InMemoryStore>();
+//   // On each of n threads, with rank r:
+//   RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Transport> t,
+//                          factory.Connect({store, r, n}));
+#ifndef RELAY_TRANSPORTS_LOOPBACK_LOOPBACK_TRANSPORT_H_
+#define RELAY_TRANSPORTS_LOOPBACK_LOOPBACK_TRANSPORT_H_
+
+#include <memory>
+
+#include "absl/strings/string_view.h"
+#include "runtime/transport.h"
+
+namespace relay {
+
+class LoopbackFabric;
+
+class LoopbackTransport final : public Transport {
+ public:
+  LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank);
+  ~LoopbackTransport() override;
+
+  absl::string_view name() const override { return "loopback"; }
+  int rank() const override { return rank_; }
+  int size() const override;
+  TransportCapabilities capabilities() const override;
+
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override;
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override;
+  absl::StatusOr<Request> IrecvReduce(int peer, Tag tag, ConstBuffer local,
+                                      Buffer dst, ReduceFn reduce,
+                                      absl::Time deadline) override;
+  void Abort(absl::Status reason) override;
+
+ private:
+  absl::StatusOr<Request> PostRecv(int peer, Tag tag, ConstBuffer local,
+                                   Buffer dst, ReduceFn reduce,
+                                   absl::Time deadline);
+
+  std::shared_ptr<LoopbackFabric> fabric_;
+  const int rank_;
+};
+
+class LoopbackTransportFactory final : public TransportFactory {
+ public:
+  absl::string_view name() const override { return "loopback"; }
+  absl::StatusOr<std::unique_ptr<Transport>> Connect(
+      const TransportConfig& config) override;
+};
+
+}  // namespace relay
+
+#endif  // RELAY_TRANSPORTS_LOOPBACK_LOOPBACK_TRANSPORT_H_
