@@ -274,11 +274,16 @@ void LoopbackTransport::Abort(absl::Status reason) {
 namespace {
 
 // Fabrics by id, so ranks that meet through a Store find the same object.
-// Weak: the fabric lives as long as its transports do.
+// The table keeps a fabric alive until every rank has joined (rank 0 may
+// finish and leave before the last rank connects); then its transports own
+// it.
 struct FabricTable {
+  struct Entry {
+    std::shared_ptr<LoopbackFabric> fabric;
+    int joined = 0;
+  };
   std::mutex mu;
-  absl::flat_hash_map<std::string, std::weak_ptr<LoopbackFabric>> fabrics
-     ;
+  absl::flat_hash_map<std::string, Entry> fabrics;
   uint64_t next_id = 0;
 };
 
@@ -307,10 +312,8 @@ LoopbackTransportFactory::Connect(const TransportConfig& config) {
     std::string id;
     {
       std::lock_guard<std::mutex> lock(table.mu);
-      absl::erase_if(table.fabrics,
-                     [](const auto& kv) { return kv.second.expired(); });
       id = absl::StrCat(getpid(), ".", table.next_id++);
-      table.fabrics[id] = fabric;
+      if (config.size > 1) table.fabrics[id] = {fabric, 1};
     }
     absl::Status s =
         config.store->Set(kFabricKey, absl::StrCat(id, "/", config.size));
@@ -333,7 +336,10 @@ LoopbackTransportFactory::Connect(const TransportConfig& config) {
     }
     std::lock_guard<std::mutex> lock(table.mu);
     auto it = table.fabrics.find(parts.first);
-    if (it != table.fabrics.end()) fabric = it->second.lock();
+    if (it != table.fabrics.end()) {
+      fabric = it->second.fabric;
+      if (++it->second.joined == config.size) table.fabrics.erase(it);
+    }
     if (fabric == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           "loopback Connect: fabric ", parts.first,
