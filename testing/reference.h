@@ -23,9 +23,15 @@
 
 namespace relay {
 
-// Rank `rank`'s input: `count` values, as exact doubles.
+// Element `i` of rank `rank`'s input, as an exact double.
+double InputValue(DataType dtype, ReduceOp op, int rank, size_t i);
+// Rank `rank`'s input: `count` values.
 std::vector<double> InputValues(DataType dtype, ReduceOp op, int rank,
                                 size_t count);
+
+// One element of `dtype` at index `i` of `data`, written or read.
+void EncodeAt(DataType dtype, double value, void* data, size_t i);
+double DecodeAt(DataType dtype, const void* data, size_t i);
 
 // Packs values into the bytes of `dtype` and back.
 std::vector<char> Encode(DataType dtype, const std::vector<double>& values);
@@ -43,6 +49,17 @@ double ReduceValues(DataType dtype, ReduceOp op,
 std::vector<double> Expected(CollectiveKind kind, DataType dtype, ReduceOp op,
                              int root, int rank, size_t count,
                              const std::vector<std::vector<double>>& inputs);
+
+// Element `i` of the expected recv buffer of `rank` in a group of `size`
+// whose every rank sent InputValues(dtype, op, r, ...): computed on the fly,
+// for checking large buffers without materialising every rank's input.
+// Only for elements where the recv buffer is defined (see Expected).
+double ExpectedValue(CollectiveKind kind, DataType dtype, ReduceOp op,
+                     int root, int rank, int size, size_t count, size_t i);
+
+// Whether `got` is acceptable for `want` (exact, but for the one rounding
+// of floating-point averages).
+bool Matches(DataType dtype, ReduceOp op, double want, double got);
 
 // Compares `got` with `want`; returns how many elements differ, and puts a
 // description of the first few into `detail`.

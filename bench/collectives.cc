@@ -1,0 +1,420 @@
+// bench/collectives: relay's collectives benchmark, in the nccl-tests format.
+//
+// Runs each collective on --ranks ranks (threads of this process for the
+// loopback transport) over a -b/-e/-f size sweep, out of place then in
+// place, timing -n iterations after -w warm-ups, and (with -c 1) checks the
+// result of each row element by element against a reference. Time is the
+// mean over iterations, averaged over ranks, as nccl-tests reports it.
+//
+//   bazel run //bench:collectives                     # every collective
+//   bazel run //bench:collectives -- --collective all_reduce -b 8 -e 64M -f 2
+//
+// Exit status: 0 if every checked row was right, 1 if any was wrong or a
+// call failed, 2 for bad flags.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/report.h"
+#include "relay.h"
+#include "testing/reference.h"
+
+namespace relay {
+namespace {
+
+constexpr char kUsage[] = R"(usage: collectives [flags]
+  -b SIZE            smallest size in bytes (K, M, G suffixes; default 8)
+  -e SIZE            largest size in bytes (default 64M)
+  -f FACTOR          size multiplication factor (default 2)
+  -n ITERS           timed iterations per size (default 20)
+  -w ITERS           warm-up iterations per size (default 5)
+  -c 0|1             check every row's result (default 1)
+  --ranks N          ranks, as threads for loopback (default 4)
+  --transport NAME   registered transport (default loopback)
+  --collective NAME  all_reduce, all_gather, reduce_scatter, broadcast,
+                     reduce, gather, scatter, all_to_all, barrier, or all
+                     (default all)
+  --dtype TYPE       int8 uint8 int32 uint32 int64 uint64 float16 bfloat16
+                     float32 float64 (default float32)
+  --op OP            sum prod min max avg (default sum)
+  --algorithm NAME   auto, ring, recursive_doubling, rabenseifner, binomial,
+                     linear, pairwise, dissemination, native (default auto)
+  --root R           root of rooted collectives (default 0)
+  --timeout SECONDS  per-operation timeout (default 120)
+  --json FILE        also write every row as JSON
+  -h, --help         this text
+Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
+gather, scatter and all_to_all; one rank's buffer otherwise.
+)";
+
+struct Flags {
+  size_t min_bytes = 8, max_bytes = 64 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5, ranks = 4, root = 0;
+  bool check = true;
+  std::string transport = "loopback";
+  std::vector<CollectiveKind> kinds = AllCollectiveKinds();
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  Algorithm algorithm = Algorithm::kAuto;
+  absl::Duration timeout = absl::Seconds(120);
+  std::string json;
+};
+
+[[noreturn]] void BadFlag(const std::string& message) {
+  std::fprintf(stderr, "collectives: %s (see --help)\n", message.c_str());
+  std::exit(2);
+}
+
+template <typename T>
+T ParseOr2(const std::string& flag, const absl::StatusOr<T>& value) {
+  if (!value.ok()) BadFlag(absl::StrCat(flag, ": ", value.status().message()));
+  return *value;
+}
+
+int ParseInt(const std::string& flag, const std::string& v, int lo) {
+  int out = 0;
+  if (!absl::SimpleAtoi(v, &out) || out < lo) {
+    BadFlag(absl::StrCat(flag, " wants an integer >= ", lo, ", got '", v, "'"));
+  }
+  return out;
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) BadFlag(absl::StrCat("unknown flag or missing value: ", flag));
+    const std::string v = argv[++i];
+    if (flag == "-b") {
+      f.min_bytes = ParseOr2(flag, bench::ParseSize(v));
+    } else if (flag == "-e") {
+      f.max_bytes = ParseOr2(flag, bench::ParseSize(v));
+    } else if (flag == "-f") {
+      if (!absl::SimpleAtod(v, &f.factor)) BadFlag("-f wants a number");
+    } else if (flag == "-n") {
+      f.iters = ParseInt(flag, v, 1);
+    } else if (flag == "-w") {
+      f.warmup = ParseInt(flag, v, 0);
+    } else if (flag == "-c") {
+      f.check = ParseInt(flag, v, 0) != 0;
+    } else if (flag == "--ranks") {
+      f.ranks = ParseInt(flag, v, 1);
+    } else if (flag == "--root") {
+      f.root = ParseInt(flag, v, 0);
+    } else if (flag == "--transport") {
+      f.transport = v;
+    } else if (flag == "--collective") {
+      f.kinds = v == "all" ? AllCollectiveKinds()
+                           : std::vector<CollectiveKind>{
+                                 ParseOr2(flag, ParseCollective(v))};
+    } else if (flag == "--dtype") {
+      f.dtype = ParseOr2(flag, ParseDataType(v));
+    } else if (flag == "--op") {
+      f.op = ParseOr2(flag, ParseReduceOp(v));
+    } else if (flag == "--algorithm") {
+      f.algorithm = ParseOr2(flag, ParseAlgorithm(v));
+    } else if (flag == "--timeout") {
+      f.timeout = absl::Seconds(ParseInt(flag, v, 1));
+    } else if (flag == "--json") {
+      f.json = v;
+    } else {
+      BadFlag(absl::StrCat("unknown flag: ", flag));
+    }
+  }
+  if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);
+      !s.ok()) {
+    BadFlag(std::string(s.message()));
+  }
+  if (f.root >= f.ranks) {
+    BadFlag(absl::StrCat("--root ", f.root, " is not below --ranks ", f.ranks));
+  }
+  if (f.ranks > 1024) BadFlag("--ranks above 1024");
+  return f;
+}
+
+bool WholeArraySize(CollectiveKind k) {
+  return k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter ||
+         k == CollectiveKind::kGather || k == CollectiveKind::kScatter ||
+         k == CollectiveKind::kAllToAll;
+}
+
+// nccl-tests' type names, so rows diff cleanly against theirs.
+std::string TypeName(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return "float";
+    case DataType::kFloat64: return "double";
+    case DataType::kFloat16: return "half";
+    case DataType::kBfloat16: return "bfloat16";
+    default: return std::string(DataTypeName(t));
+  }
+}
+
+// What one rank passes for one row: buffers sized for the call, in place or
+// not, filled with the reference input.
+struct Call {
+  std::vector<char> send, recv;
+  ConstBuffer send_view;
+  Buffer recv_view;
+  Buffer check_view;  // Where the result lands on this rank (may be empty).
+};
+
+Call MakeCall(CollectiveKind kind, const Flags& f, int rank, size_t count,
+              bool in_place) {
+  const int n = f.ranks;
+  const size_t esize = DataTypeSize(f.dtype);
+  const bool root = rank == f.root;
+  size_t send_count = count, recv_count = count;
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kAllToAll:
+      send_count = count * n;
+      break;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kGather:
+      recv_count = count * n;
+      break;
+    case CollectiveKind::kBarrier:
+      send_count = recv_count = 0;
+      break;
+    default:
+      break;
+  }
+  if ((kind == CollectiveKind::kReduce || kind == CollectiveKind::kGather) &&
+      !root) {
+    recv_count = 0;
+  }
+  Call c;
+  c.send.resize(send_count * esize);
+  c.recv.resize(recv_count * esize);
+  for (size_t i = 0; i < send_count; ++i) {
+    EncodeAt(f.dtype, InputValue(f.dtype, f.op, rank, i), c.send.data(), i);
+  }
+  char* send = c.send.data();
+  char* recv = c.recv.data();
+  const size_t block = count * esize;
+  if (in_place) {
+    switch (kind) {
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kBroadcast:
+      case CollectiveKind::kReduce:
+        if (!IsRooted(kind) || root) {
+          std::memcpy(recv, send, c.send.size());
+          send = recv;
+        }
+        break;
+      case CollectiveKind::kAllGather:
+      case CollectiveKind::kGather:
+        if (kind == CollectiveKind::kAllGather || root) {
+          std::memcpy(recv + rank * block, send, block);
+          send = recv + rank * block;
+        }
+        break;
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kScatter:
+        if (kind == CollectiveKind::kReduceScatter || root) {
+          recv = send + rank * block;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  c.send_view = {send, send_count, f.dtype, Device::Host()};
+  c.recv_view = {recv, recv_count, f.dtype, Device::Host()};
+  c.check_view = c.recv_view;
+  return c;
+}
+
+int64_t CountWrong(CollectiveKind kind, const Flags& f, int rank, size_t count,
+                   const Call& c) {
+  if (kind == CollectiveKind::kBarrier) return 0;
+  int64_t wrong = 0;
+  for (size_t i = 0; i < c.check_view.count; ++i) {
+    const double want =
+        ExpectedValue(kind, f.dtype, f.op, f.root, rank, f.ranks, count, i);
+    if (!Matches(f.dtype, f.op, want, DecodeAt(f.dtype, c.check_view.data, i))) {
+      ++wrong;
+    }
+  }
+  return wrong;
+}
+
+// Shared between the rank threads: per-rank results of the current row.
+struct RowResults {
+  std::vector<double> time_us;
+  std::vector<int64_t> wrong;
+};
+
+absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
+                    size_t count, bool in_place, double* time_us,
+                    int64_t* wrong) {
+  const int rank = comm.rank();
+  Call call = MakeCall(kind, f, rank, count, in_place);
+  CollectiveOptions options;
+  options.algorithm = f.algorithm;
+  options.timeout = f.timeout;
+  auto once = [&]() -> absl::Status {
+    RELAY_ASSIGN_OR_RETURN(
+        Request r, comm.Collective(kind, call.send_view, call.recv_view, f.op,
+                                   f.root, options));
+    return r.Wait();
+  };
+  // The timed loop reruns the call on its own output: fine for timing; the
+  // check runs once on fresh input afterwards.
+  for (int i = 0; i < f.warmup; ++i) RELAY_RETURN_IF_ERROR(once());
+  RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(options));
+  RELAY_RETURN_IF_ERROR(b.Wait());
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < f.iters; ++i) RELAY_RETURN_IF_ERROR(once());
+  *time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / f.iters;
+  *wrong = -1;
+  if (f.check) {
+    call = MakeCall(kind, f, rank, count, in_place);
+    RELAY_RETURN_IF_ERROR(once());
+    *wrong = CountWrong(kind, f, rank, count, call);
+  }
+  return absl::OkStatus();
+}
+
+// Sums `value` over ranks with the communicator itself, as nccl-tests does
+// with MPI.
+template <typename T>
+absl::StatusOr<T> SumOverRanks(Communicator& comm, T value) {
+  std::vector<T> v = {value};
+  RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(v),
+                                                   Buffer::Of(v),
+                                                   ReduceOp::kSum));
+  RELAY_RETURN_IF_ERROR(r.Wait());
+  return v[0];
+}
+
+absl::Status RunRank(Communicator& comm, const Flags& f,
+                     std::vector<bench::Reporter>& reporters) {
+  const int rank = comm.rank(), n = f.ranks;
+  const size_t esize = DataTypeSize(f.dtype);
+  for (size_t k = 0; k < f.kinds.size(); ++k) {
+    const CollectiveKind kind = f.kinds[k];
+    bench::Reporter* rep = &reporters[k];
+    if (rank == 0) rep->PrintHeader(stdout);
+    const std::vector<size_t> sizes =
+        kind == CollectiveKind::kBarrier
+            ? std::vector<size_t>{0}
+            : bench::SizeSweep(f.min_bytes, f.max_bytes, f.factor);
+    for (size_t bytes : sizes) {
+      const size_t count =
+          kind == CollectiveKind::kBarrier
+              ? 0
+              : bytes / esize / (WholeArraySize(kind) ? n : 1);
+      if (kind != CollectiveKind::kBarrier && count == 0) continue;
+      bench::Row row;
+      row.count = count * (WholeArraySize(kind) ? n : 1);
+      row.bytes = row.count * esize;
+      row.type = TypeName(f.dtype);
+      row.redop = IsReduction(kind) ? std::string(ReduceOpName(f.op)) : "none";
+      row.root = IsRooted(kind) ? f.root : -1;
+      const bool has_inplace =
+          kind != CollectiveKind::kAllToAll && kind != CollectiveKind::kBarrier;
+      row.has_inplace = has_inplace;
+      for (bool in_place : {false, true}) {
+        if (in_place && !has_inplace) break;
+        double t = 0;
+        int64_t wrong = 0;
+        RELAY_RETURN_IF_ERROR(RunRow(comm, kind, f, count, in_place, &t, &wrong));
+        RELAY_ASSIGN_OR_RETURN(double total_t, SumOverRanks(comm, t));
+        RELAY_ASSIGN_OR_RETURN(int64_t total_wrong, SumOverRanks(comm, wrong));
+        const double mean_t = total_t / n;
+        const int64_t reported = f.check ? total_wrong : -1;
+        (in_place ? row.ip_time_us : row.oop_time_us) = mean_t;
+        (in_place ? row.ip_wrong : row.oop_wrong) = reported;
+      }
+      if (rank == 0) {
+        rep->PrintRow(stdout, row);
+        std::fflush(stdout);
+      }
+    }
+    if (rank == 0) rep->PrintFooter(stdout);
+  }
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  const Flags f = ParseFlags(argc, argv);
+  absl::StatusOr<TransportFactory*> factory = Transports().Get(f.transport);
+  if (!factory.ok()) BadFlag(std::string(factory.status().message()));
+
+  std::vector<bench::Reporter> reporters;
+  for (CollectiveKind kind : f.kinds) {
+    bench::Reporter::Options o;
+    o.collective = std::string(CollectiveName(kind));
+    o.nranks = f.ranks;
+    o.transport = f.transport;
+    o.comments = {
+        absl::StrCat("relay ", CollectiveName(kind), ": ", f.ranks,
+                     " ranks, transport ", f.transport, ", algorithm ",
+                     AlgorithmName(f.algorithm)),
+        absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
+                     " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
+    reporters.emplace_back(o);
+  }
+
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<absl::Status> results(f.ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < f.ranks; ++r) {
+    threads.emplace_back([&, r] {
+      CommunicatorConfig config;
+      config.rank = r;
+      config.size = f.ranks;
+      config.store = store;
+      config.transport = f.transport;
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          CreateCommunicator(config);
+      results[r] = comm.ok() ? RunRank(**comm, f, reporters) : comm.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  int exit_code = 0;
+  for (int r = 0; r < f.ranks; ++r) {
+    if (!results[r].ok()) {
+      std::fprintf(stderr, "collectives: rank %d: %s\n", r,
+                   results[r].ToString().c_str());
+      exit_code = 1;
+    }
+  }
+  int64_t wrong = 0;
+  for (const bench::Reporter& rep : reporters) wrong += rep.TotalWrong();
+  if (wrong > 0) exit_code = 1;
+  if (!f.json.empty()) {
+    std::vector<std::string> docs;
+    for (const bench::Reporter& rep : reporters) docs.push_back(rep.ToJson());
+    FILE* out = std::fopen(f.json.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "collectives: cannot write %s\n", f.json.c_str());
+      return 1;
+    }
+    std::fprintf(out, "{\"runs\": [%s]}\n", absl::StrJoin(docs, ",\n").c_str());
+    std::fclose(out);
+  }
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace relay
+
+int main(int argc, char** argv) { return relay::Main(argc, argv); }
