@@ -101,7 +101,7 @@ absl::StatusOr<AlgorithmOverrides> ParseAlgorithmOverrides(
     part = absl::StripAsciiWhitespace(part);
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(part, absl::MaxSplits('=', 1));
-    if (kv.second.empty()) {
+    if (part.find('=') == absl::string_view::npos) {
       // A bare algorithm name: every collective it implements.
       absl::StatusOr<Algorithm> a = ParseAlgorithm(kv.first);
       if (!a.ok()) return a.status();
@@ -114,6 +114,10 @@ absl::StatusOr<AlgorithmOverrides> ParseAlgorithmOverrides(
             "algorithm '", kv.first, "' implements no collective"));
       }
       continue;
+    }
+    if (kv.second.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", part, "' names no algorithm after '='"));
     }
     absl::StatusOr<CollectiveKind> k = ParseCollective(kv.first);
     if (!k.ok()) return k.status();

@@ -1,0 +1,170 @@
+// Tests for collectives/selection.h: the algorithm table, the alpha-beta cost
+// model and the RELAY_ALGORITHM override syntax.
+#include "collectives/selection.h"
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "runtime/collective.h"
+#include "runtime/transport.h"
+
+namespace relay {
+namespace {
+
+// What the loopback transport reports (transports/loopback).
+TransportCapabilities LoopbackLike() {
+  TransportCapabilities caps;
+  caps.host_memory = true;
+  caps.fused_recv_reduce = true;
+  caps.latency_us = 1.0;
+  caps.bandwidth_gbps = 10.0;
+  return caps;
+}
+
+bool IsBandwidthOptimal(Algorithm a) {
+  return a == Algorithm::kRing || a == Algorithm::kRabenseifner;
+}
+
+// Verifies that every collective kind has at least one algorithm, with no
+// duplicates and never the pseudo-algorithms auto or native.
+TEST(SelectionTest, EveryKindHasAnAlgorithm) {
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    const std::vector<Algorithm>& all = AlgorithmsFor(kind);
+    EXPECT_FALSE(all.empty()) << CollectiveName(kind);
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_NE(all[i], Algorithm::kAuto) << CollectiveName(kind);
+      EXPECT_NE(all[i], Algorithm::kNative) << CollectiveName(kind);
+      for (size_t j = 0; j < i; ++j) {
+        EXPECT_NE(all[i], all[j]) << CollectiveName(kind);
+      }
+    }
+  }
+}
+
+// Verifies that Implements agrees with the table, on known pairs and on
+// every (algorithm, kind) pair.
+TEST(SelectionTest, Implements) {
+  EXPECT_TRUE(Implements(Algorithm::kRing, CollectiveKind::kAllReduce));
+  EXPECT_TRUE(Implements(Algorithm::kRing, CollectiveKind::kAllGather));
+  EXPECT_TRUE(Implements(Algorithm::kRing, CollectiveKind::kReduceScatter));
+  EXPECT_TRUE(
+      Implements(Algorithm::kRecursiveDoubling, CollectiveKind::kAllReduce));
+  EXPECT_TRUE(Implements(Algorithm::kRabenseifner, CollectiveKind::kAllReduce));
+  EXPECT_TRUE(Implements(Algorithm::kBinomialTree, CollectiveKind::kBroadcast));
+  EXPECT_TRUE(Implements(Algorithm::kBinomialTree, CollectiveKind::kReduce));
+  EXPECT_TRUE(Implements(Algorithm::kBinomialTree, CollectiveKind::kGather));
+  EXPECT_TRUE(Implements(Algorithm::kBinomialTree, CollectiveKind::kScatter));
+  EXPECT_TRUE(Implements(Algorithm::kLinear, CollectiveKind::kGather));
+  EXPECT_TRUE(Implements(Algorithm::kLinear, CollectiveKind::kScatter));
+  EXPECT_TRUE(Implements(Algorithm::kPairwise, CollectiveKind::kAllToAll));
+  EXPECT_TRUE(Implements(Algorithm::kDissemination, CollectiveKind::kBarrier));
+
+  EXPECT_FALSE(Implements(Algorithm::kBinomialTree, CollectiveKind::kAllReduce));
+  EXPECT_FALSE(Implements(Algorithm::kRing, CollectiveKind::kBroadcast));
+  EXPECT_FALSE(Implements(Algorithm::kLinear, CollectiveKind::kAllToAll));
+  EXPECT_FALSE(Implements(Algorithm::kPairwise, CollectiveKind::kBarrier));
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    EXPECT_FALSE(Implements(Algorithm::kAuto, kind)) << CollectiveName(kind);
+    EXPECT_FALSE(Implements(Algorithm::kNative, kind)) << CollectiveName(kind);
+    for (Algorithm a : AlgorithmsFor(kind)) {
+      EXPECT_TRUE(Implements(a, kind))
+          << AlgorithmName(a) << " " << CollectiveName(kind);
+    }
+  }
+}
+
+// Verifies that on 8 loopback-like ranks the cost model picks recursive
+// doubling for an 8-byte all_reduce and a bandwidth-optimal algorithm (ring
+// or Rabenseifner) for 64 MB.
+TEST(SelectionTest, ChooseAlgorithmBySize) {
+  const TransportCapabilities caps = LoopbackLike();
+  EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, caps),
+            Algorithm::kRecursiveDoubling);
+  const Algorithm large =
+      ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20, 8, caps);
+  EXPECT_TRUE(IsBandwidthOptimal(large)) << AlgorithmName(large);
+}
+
+// Verifies that ChooseAlgorithm always returns an algorithm of the kind, the
+// cheapest by EstimateMicros.
+TEST(SelectionTest, ChooseAlgorithmIsCheapestImplementation) {
+  const TransportCapabilities caps = LoopbackLike();
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (int size : {1, 2, 3, 8, 13, 64}) {
+      for (size_t bytes : {size_t{0}, size_t{8}, size_t{4096},
+                           size_t{1} << 20, size_t{64} << 20}) {
+        const Algorithm chosen = ChooseAlgorithm(kind, bytes, size, caps);
+        EXPECT_TRUE(Implements(chosen, kind)) << CollectiveName(kind);
+        const double cost = EstimateMicros(chosen, kind, bytes, size, caps);
+        for (Algorithm a : AlgorithmsFor(kind)) {
+          EXPECT_LE(cost, EstimateMicros(a, kind, bytes, size, caps))
+              << CollectiveName(kind) << " " << AlgorithmName(a)
+              << " size=" << size << " bytes=" << bytes;
+        }
+      }
+    }
+  }
+}
+
+// Verifies that EstimateMicros is finite, non-negative and never decreases as
+// the message grows, for every algorithm of every kind.
+TEST(SelectionTest, EstimateMicrosMonotonicInBytes) {
+  const TransportCapabilities caps = LoopbackLike();
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (Algorithm a : AlgorithmsFor(kind)) {
+      for (int size : {1, 2, 3, 4, 7, 8, 16, 17, 64}) {
+        double previous = 0;
+        for (size_t bytes = 0; bytes <= (size_t{1} << 30);
+             bytes = bytes == 0 ? 1 : bytes * 2) {
+          const double t = EstimateMicros(a, kind, bytes, size, caps);
+          EXPECT_GE(t, previous) << CollectiveName(kind) << " "
+                                 << AlgorithmName(a) << " size=" << size
+                                 << " bytes=" << bytes;
+          EXPECT_LT(t, 1e12) << CollectiveName(kind) << " " << AlgorithmName(a);
+          previous = t;
+        }
+      }
+    }
+  }
+}
+
+// Verifies that per-collective overrides parse into one entry per collective.
+TEST(SelectionTest, ParseOverridesPerCollective) {
+  absl::StatusOr<AlgorithmOverrides> parsed =
+      ParseAlgorithmOverrides("all_reduce=ring,gather=linear");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->size(), 2u);
+  EXPECT_EQ(parsed->at(CollectiveKind::kAllReduce), Algorithm::kRing);
+  EXPECT_EQ(parsed->at(CollectiveKind::kGather), Algorithm::kLinear);
+}
+
+// Verifies that a bare algorithm name applies to exactly the collectives it
+// implements.
+TEST(SelectionTest, ParseOverridesBareName) {
+  absl::StatusOr<AlgorithmOverrides> parsed = ParseAlgorithmOverrides("ring");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    if (Implements(Algorithm::kRing, kind)) {
+      ASSERT_EQ(parsed->count(kind), 1u) << CollectiveName(kind);
+      EXPECT_EQ(parsed->at(kind), Algorithm::kRing) << CollectiveName(kind);
+    } else {
+      EXPECT_EQ(parsed->count(kind), 0u) << CollectiveName(kind);
+    }
+  }
+  EXPECT_EQ(parsed->size(), 3u);
+}
+
+// Verifies that malformed overrides are rejected with InvalidArgument.
+TEST(SelectionTest, ParseOverridesRejectsMalformed) {
+  for (const char* spec : {"all_reduce=binomial", "nonsense", "all_reduce="}) {
+    absl::StatusOr<AlgorithmOverrides> parsed = ParseAlgorithmOverrides(spec);
+    EXPECT_FALSE(parsed.ok()) << spec;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << spec << ": " << parsed.status();
+  }
+}
+
+}  // namespace
+}  // namespace relay
