@@ -1,9 +1,9 @@
 // File: collectives/reduce.h
 //
 // Host reduction kernels: out[i] = a[i] (op) b[i] for every DataType and
-// ReduceOp, and DivideInPlace to finish an average. The kernels are SIMD
-// (AVX2/F16C on x86-64 CPUs that have them, chosen at load time) and
-// single-threaded.
+// ReduceOp, and DivideInPlace to finish an average. The kernels are SIMD,
+// using AVX2 and F16C on x86-64 CPUs that have them (chosen at run time, so
+// binaries still run on any x86-64), and single-threaded.
 //
 // Semantics.
 //   Integers wrap on overflow. float16 and bfloat16 are computed in float32 and

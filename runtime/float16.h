@@ -1,13 +1,15 @@
 // File: runtime/float16.h
 //
 // Conversions between float32 and the two 16-bit float formats relay carries
-// as raw bit patterns: IEEE binary16 (float16) and bfloat16. Float-to-16-bit
-// conversions round to nearest, ties to even; NaN stays NaN (quiet), infinities
-// and signed zeros are kept, and float16 subnormals are exact both ways.
+// as raw bit patterns: IEEE binary16 (float16) and bfloat16. To float32 is
+// exact. From float32 rounds to nearest, ties to even, subnormals included;
+// NaN stays NaN (quiet), infinities and signed zeros are kept, and overflow
+// gives infinity.
 //
-// Portable bit manipulation, header-only. The functions are written without
-// data-dependent branches (only selects) so that loops calling them
-// auto-vectorise, which is how collectives/reduce.cc gets SIMD half kernels.
+// Portable bit manipulation, header-only, independent of the FPU's rounding
+// and flush-to-zero modes. No float operation is conditional, so GCC can turn
+// the branches into selects and vectorise loops that call these (as
+// collectives/reduce.cc does).
 //
 // Example:
 //   uint16_t h = FloatToHalf(1.5f);        // 0x3e00
@@ -88,14 +90,14 @@ inline float Bfloat16ToFloat(uint16_t b) {
 }
 
 inline uint16_t FloatToBfloat16(float value) {
-  uint32_t f = float16_internal::ToBits(value);
-  // Rounding could carry a NaN's payload into infinity, so NaNs are instead
-  // truncated with the quiet bit set.
-  if ((f & 0x7fffffffu) > 0x7f800000u) {
-    return static_cast<uint16_t>((f >> 16) | 0x0040u);
-  }
-  f += 0x7fffu + ((f >> 16) & 1u);
-  return static_cast<uint16_t>(f >> 16);
+  const uint32_t f = float16_internal::ToBits(value);
+  // Round to nearest even on the 16 dropped bits, as in FloatToHalf.
+  uint32_t bits = f + 0x7fffu + ((f >> 16) & 1u);
+  // Rounding could carry a NaN's payload into infinity, so NaNs are truncated
+  // with the quiet bit set instead. (Selecting before the shift, and comparing
+  // as signed, keeps the vectorised code to one narrowing and no bias.)
+  if (static_cast<int32_t>(f & 0x7fffffffu) > 0x7f800000) bits = f | 0x400000u;
+  return static_cast<uint16_t>(bits >> 16);
 }
 
 }  // namespace relay
