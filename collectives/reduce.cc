@@ -15,6 +15,11 @@
     !defined(__clang__)
 #define RELAY_X86_DISPATCH 1
 #include <immintrin.h>
+#endif
+// ThreadSanitizer instruments the ifunc resolvers, which run while the
+// program loads, before TSAN is initialised, and crash: TSAN builds get the
+// baseline loops only.
+#if defined(RELAY_X86_DISPATCH) && !defined(__SANITIZE_THREAD__)
 #define RELAY_MULTIVERSION \
   __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else

@@ -89,6 +89,12 @@ absl::StatusOr<Request> Communicator::StartCollective(
   RELAY_RETURN_IF_ERROR(ValidateCollective(args, rank_, size_, caps));
   if (args.algorithm != Algorithm::kNative) {
     RELAY_RETURN_IF_ERROR(engine_.Supports(args.kind, args.algorithm));
+  } else if (!caps.native_collectives) {
+    // Rejected here, before the sequence number is taken: a transport that
+    // fails the native call later would leave this rank a number ahead.
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveName(args.kind), ": algorithm 'native' was forced, but ",
+        transport_->name(), " has no native collectives"));
   }
   args.deadline = DeadlineFor(options);
   // Taken only after validation, so a rejected call leaves no gap.
@@ -208,6 +214,9 @@ absl::StatusOr<Request> Communicator::Recv(Buffer data, int peer, int64_t tag,
 absl::StatusOr<Request> Communicator::BatchSendRecv(
     absl::Span<const P2POp> ops, const CollectiveOptions& options) {
   RELAY_RETURN_IF_ERROR(CheckUsable());
+  if (options.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("BatchSendRecv: negative timeout");
+  }
   const TransportCapabilities caps = transport_->capabilities();
   // Validate everything before posting anything.
   for (const P2POp& op : ops) {
@@ -239,12 +248,15 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
     int color, int key, const CollectiveOptions& options) {
   RELAY_RETURN_IF_ERROR(CheckUsable());
-  const uint64_t split_index = next_split_.fetch_add(1);
   std::vector<int32_t> mine = {color, key};
   std::vector<int32_t> all(2 * static_cast<size_t>(size_));
   RELAY_ASSIGN_OR_RETURN(
       Request gathered,
       AllGather(ConstBuffer::Of(mine), Buffer::Of(all), options));
+  // Taken only once the all_gather was accepted, so a rejected Split (say, a
+  // negative timeout) leaves no gap between this rank's split ids and its
+  // peers'.
+  const uint64_t split_index = next_split_.fetch_add(1);
   RELAY_RETURN_IF_ERROR(gathered.Wait());
   if (color < 0) return std::unique_ptr<Communicator>();
 

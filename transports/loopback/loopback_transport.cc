@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -48,7 +49,8 @@ class LoopbackFabric {
     PendingRecv recv;
     {
       std::lock_guard<std::mutex> lock(box.mu);
-      if (absl::Status lost = LostStatus(src, dst); !lost.ok()) {
+      if (absl::Status lost = LostStatus(/*self=*/src, /*peer=*/dst);
+          !lost.ok()) {
         send.request->Complete(std::move(lost));
         return;
       }
@@ -60,8 +62,9 @@ class LoopbackFabric {
       recv = std::move(it->second.front());
       it->second.erase(it->second.begin());
       if (it->second.empty()) box.recvs.erase(it);
+      BeginDelivery(src, dst);
     }
-    Deliver(send, recv);
+    Deliver(src, dst, send, recv);
   }
 
   // Receiver side: match the oldest send from `src` on `tag`, or post.
@@ -72,7 +75,8 @@ class LoopbackFabric {
       std::lock_guard<std::mutex> lock(box.mu);
       auto it = box.sends.find(Key{src, tag});
       if (it == box.sends.end()) {
-        if (absl::Status lost = LostStatus(src, dst); !lost.ok()) {
+        if (absl::Status lost = LostStatus(/*self=*/dst, /*peer=*/src);
+            !lost.ok()) {
           recv.request->Complete(std::move(lost));
           return;
         }
@@ -82,8 +86,9 @@ class LoopbackFabric {
       send = std::move(it->second.front());
       it->second.erase(it->second.begin());
       if (it->second.empty()) box.sends.erase(it);
+      BeginDelivery(src, dst);
     }
-    Deliver(send, recv);
+    Deliver(src, dst, send, recv);
   }
 
   // Marks `rank` lost and fails everything that involves it: its own
@@ -124,18 +129,32 @@ class LoopbackFabric {
         }
       }
     }
+    // Matches made before the sweep may still be copying into or out of
+    // this rank's buffers, outside every mailbox lock. Wait for those copies
+    // (short, and never blocking) so that once Abort returns nothing touches
+    // the rank's buffers. No new match can involve the rank now: Send checks
+    // LostStatus, and the sweep above removed every queued send from or to
+    // it. Their requests complete with the copy's outcome, on the
+    // delivering thread.
+    {
+      LostRank& me = *lost_[rank];
+      std::unique_lock<std::mutex> lock(me.mu);
+      me.drained.wait(lock, [&] { return me.deliveries.load() == 0; });
+    }
     for (auto& [request, status] : failed) request->Complete(status);
   }
 
-  // Non-OK if `src` or `dst` has left: the caller's own rank gets its abort
-  // reason back, a peer's loss is Unavailable.
-  absl::Status LostStatus(int src, int dst) {
-    for (int r : {src, dst}) {
-      if (lost_[r]->lost.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> lock(lost_[r]->mu);
-        return absl::UnavailableError(absl::StrCat(
-            "rank ", r, " left the group: ", lost_[r]->reason.message()));
-      }
+  // Non-OK if `self` (the caller's rank) or `peer` has left: the caller's
+  // own rank gets its abort reason back, a peer's loss is Unavailable.
+  absl::Status LostStatus(int self, int peer) {
+    if (lost_[self]->lost.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(lost_[self]->mu);
+      return lost_[self]->reason;
+    }
+    if (lost_[peer]->lost.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(lost_[peer]->mu);
+      return absl::UnavailableError(absl::StrCat(
+          "rank ", peer, " left the group: ", lost_[peer]->reason.message()));
     }
     return absl::OkStatus();
   }
@@ -163,35 +182,59 @@ class LoopbackFabric {
     absl::flat_hash_map<Key, absl::InlinedVector<PendingRecv, 1>> recvs
        ;
   };
+  // A rank's standing in the group (the name is for its main use).
   struct LostRank {
     std::atomic<bool> lost{false};
+    // Copies into or out of this rank's buffers now running.
+    std::atomic<int> deliveries{0};
     std::mutex mu;
-    absl::Status reason;
+    std::condition_variable drained;  // Signalled when deliveries hits 0.
+    absl::Status reason;              // Guarded by mu.
   };
 
-  // The one copy (or reduce) of a matched pair, outside every lock.
-  static void Deliver(const PendingSend& send, const PendingRecv& recv) {
+  // Counts a matched pair's copy against both ranks; called with the
+  // mailbox lock held, so a concurrent Abort's sweep of that mailbox, which
+  // follows, sees the count.
+  void BeginDelivery(int src, int dst) {
+    lost_[src]->deliveries.fetch_add(1, std::memory_order_relaxed);
+    lost_[dst]->deliveries.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void EndDelivery(int rank) {
+    LostRank& r = *lost_[rank];
+    if (r.deliveries.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+        r.lost.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(r.mu);
+      r.drained.notify_all();
+    }
+  }
+
+  // The one copy (or reduce) of a matched pair, outside every mailbox lock.
+  void Deliver(int src, int dst, const PendingSend& send,
+               const PendingRecv& recv) {
     const size_t bytes = send.data.bytes();
+    absl::Status status;
     if (bytes != recv.dst.bytes()) {
-      const absl::Status mismatch = absl::InvalidArgumentError(absl::StrCat(
+      status = absl::InvalidArgumentError(absl::StrCat(
           "message size mismatch: a send of ", bytes,
           " bytes matched a receive of ", recv.dst.bytes(), " bytes"));
-      recv.request->Complete(mismatch);
-      send.request->Complete(mismatch);
-      return;
-    }
-    if (recv.reduce != nullptr) {
+    } else if (recv.reduce != nullptr) {
       recv.reduce(recv.local.data, send.data.data, recv.dst.data,
                   recv.dst.count);
     } else if (bytes > 0) {
       std::memcpy(recv.dst.data, send.data.data, bytes);
     }
-    recv.request->Complete(absl::OkStatus());
-    send.request->Complete(absl::OkStatus());
+    EndDelivery(src);
+    EndDelivery(dst);
+    // Completion runs callbacks, which may post more work or even Abort:
+    // never while this copy still counts as in progress.
+    recv.request->Complete(status);
+    send.request->Complete(std::move(status));
   }
 
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // By destination rank.
   std::vector<std::unique_ptr<LostRank>> lost_;
+  // Lock order: a mailbox's mu, then a LostRank's mu.
 };
 
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric,

@@ -1,0 +1,894 @@
+#include "runtime/communicator.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "relay.h"
+#include "runtime/buffer.h"
+#include "runtime/collective.h"
+#include "runtime/request.h"
+#include "runtime/store.h"
+#include "runtime/transport.h"
+#include "runtime/transport_registry.h"
+
+namespace relay {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Every Wait in this file is bounded: a broken build fails, it never hangs.
+constexpr absl::Duration kWait = absl::Seconds(20);
+// Bounds the follow-up operations of the "nothing was sent" checks: if a bad
+// call had consumed a sequence number or sent a message, they time out.
+constexpr absl::Duration kProbeWait = absl::Seconds(5);
+constexpr absl::Duration kSlack = absl::Milliseconds(100);
+
+CommunicatorOptions TestOptions() {
+  CommunicatorOptions options;
+  options.default_timeout = absl::Seconds(30);
+  return options;
+}
+
+CollectiveOptions WithTimeout(absl::Duration timeout) {
+  CollectiveOptions options;
+  options.timeout = timeout;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Make(int rank, int size,
+                                                   std::shared_ptr<Store> store,
+                                                   std::string transport = "") {
+  CommunicatorConfig config;
+  config.rank = rank;
+  config.size = size;
+  config.store = std::move(store);
+  config.transport = std::move(transport);
+  config.options = TestOptions();
+  return CreateCommunicator(config);
+}
+
+// A reusable barrier for the rank threads (std::mutex: TSAN-visible).
+class ThreadBarrier {
+ public:
+  explicit ThreadBarrier(int n) : n_(n) {}
+  // False if the other threads did not arrive within `timeout`.
+  bool Arrive(absl::Duration timeout = kWait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return true;
+    }
+    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                        [&] { return generation_ != generation; });
+  }
+
+ private:
+  const int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+// Runs `body` on `size` threads, each with its own communicator of one group
+// over a fresh store; every communicator is destroyed before this returns.
+void RunGroup(int size, const std::function<void(Communicator&)>& body) {
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Make(r, size, store);
+      ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status();
+      ASSERT_EQ((*comm)->rank(), r);
+      ASSERT_EQ((*comm)->size(), size);
+      body(**comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Rank r's element i: distinct for every (rank, index, salt).
+float Value(int rank, size_t i, int salt = 0) {
+  return static_cast<float>(rank * 1000 + static_cast<int>(i) + salt * 100000);
+}
+
+std::vector<float> Values(int rank, size_t count, int salt = 0) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) v[i] = Value(rank, i, salt);
+  return v;
+}
+
+// A sum all_reduce of `count` elements over the whole group, checked.
+void ExpectAllReduceSum(Communicator& comm, size_t count, int salt,
+                        absl::Duration wait = kWait) {
+  std::vector<float> in = Values(comm.rank(), count, salt);
+  std::vector<float> out(count, -1.0f);
+  absl::StatusOr<Request> r =
+      comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::Status s = r->Wait(wait);
+  ASSERT_TRUE(s.ok()) << "rank " << comm.rank() << ": " << s;
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < comm.size(); ++q) want += Value(q, i, salt);
+    ASSERT_EQ(out[i], want) << "rank " << comm.rank() << " element " << i;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Bad input: InvalidArgument, and nothing sent.
+
+struct BadCall {
+  const char* name;
+  // Issued on rank 0 of a group of two; returns the call's status.
+  std::function<absl::Status(Communicator&, std::vector<float>&)> call;
+};
+
+template <typename T>
+absl::Status StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+std::vector<BadCall> BadCalls() {
+  using V = std::vector<float>;
+  const DataType kBadType = static_cast<DataType>(99);
+  const ReduceOp kBadOp = static_cast<ReduceOp>(99);
+  auto in = [](V& v, size_t n = 4) { return ConstBuffer::Of(v.data(), n); };
+  auto out = [](V& v, size_t n = 4, size_t offset = 32) {
+    return Buffer::Of(v.data() + offset, n);
+  };
+  return {
+      {"all_reduce null send",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllReduce(
+             ConstBuffer{nullptr, 4, DataType::kFloat32, Device::Host()},
+             out(v), ReduceOp::kSum));
+       }},
+      {"all_reduce null recv",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllReduce(
+             in(v), Buffer{nullptr, 4, DataType::kFloat32, Device::Host()},
+             ReduceOp::kSum));
+       }},
+      {"broadcast root == size",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Broadcast(in(v), out(v), 2));
+       }},
+      {"reduce root -1",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Reduce(in(v), out(v), ReduceOp::kSum, -1));
+       }},
+      {"gather root 99",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Gather(in(v), out(v, 8), 99));
+       }},
+      {"send peer == size",
+       [=](Communicator& c, V& v) { return StatusOf(c.Send(in(v), 2)); }},
+      {"send peer -1",
+       [=](Communicator& c, V& v) { return StatusOf(c.Send(in(v), -1)); }},
+      {"recv peer == size",
+       [=](Communicator& c, V& v) { return StatusOf(c.Recv(out(v), 2)); }},
+      {"send negative tag",
+       [=](Communicator& c, V& v) { return StatusOf(c.Send(in(v), 1, -1)); }},
+      {"recv negative tag",
+       [=](Communicator& c, V& v) { return StatusOf(c.Recv(out(v), 1, -5)); }},
+      {"send tag above kMaxUserTag",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Send(in(v), 1, kMaxUserTag + 1));
+       }},
+      {"send null buffer",
+       [=](Communicator& c, V&) {
+         return StatusOf(c.Send(
+             ConstBuffer{nullptr, 4, DataType::kFloat32, Device::Host()}, 1));
+       }},
+      {"recv null buffer",
+       [=](Communicator& c, V&) {
+         return StatusOf(
+             c.Recv(Buffer{nullptr, 4, DataType::kFloat32, Device::Host()}, 1));
+       }},
+      {"send unknown dtype",
+       [=](Communicator& c, V& v) {
+         return StatusOf(
+             c.Send(ConstBuffer{v.data(), 4, kBadType, Device::Host()}, 1));
+       }},
+      {"send device memory",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Send(
+             ConstBuffer{v.data(), 4, DataType::kFloat32, Device::Cuda(0)}, 1));
+       }},
+      {"batch whose second op is bad posts neither",
+       [=](Communicator& c, V& v) {
+         const P2POp ops[] = {P2POp::Send(in(v), 1, 0),
+                              P2POp::Send(in(v), 7, 0)};
+         return StatusOf(c.BatchSendRecv(ops));
+       }},
+      {"batch whose last op has a negative tag",
+       [=](Communicator& c, V& v) {
+         const P2POp ops[] = {P2POp::Recv(out(v), 1, 0),
+                              P2POp::Send(in(v), 1, 0),
+                              P2POp::Send(in(v), 1, -2)};
+         return StatusOf(c.BatchSendRecv(ops));
+       }},
+      {"all_reduce unknown dtype",
+       [=](Communicator& c, V& v) {
+         return StatusOf(
+             c.AllReduce(ConstBuffer{v.data(), 4, kBadType, Device::Host()},
+                         Buffer{v.data() + 32, 4, kBadType, Device::Host()},
+                         ReduceOp::kSum));
+       }},
+      {"all_reduce unknown op",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllReduce(in(v), out(v), kBadOp));
+       }},
+      {"reduce_scatter unknown op",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.ReduceScatter(in(v, 8), out(v, 4), kBadOp));
+       }},
+      {"all_gather recv == send (not send x size)",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllGather(in(v, 4), out(v, 4)));
+       }},
+      {"all_gather recv too large",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllGather(in(v, 4), out(v, 9)));
+       }},
+      {"all_to_all count not a multiple of size",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllToAll(in(v, 3), out(v, 3)));
+       }},
+      {"all_reduce partial overlap",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllReduce(in(v, 4), Buffer::Of(v.data() + 1, 4),
+                                     ReduceOp::kSum));
+       }},
+      {"all_reduce forced pairwise",
+       [=](Communicator& c, V& v) {
+         CollectiveOptions o;
+         o.algorithm = Algorithm::kPairwise;
+         return StatusOf(c.AllReduce(in(v), out(v), ReduceOp::kSum, o));
+       }},
+      {"broadcast forced ring",
+       [=](Communicator& c, V& v) {
+         CollectiveOptions o;
+         o.algorithm = Algorithm::kRing;
+         return StatusOf(c.Broadcast(in(v), out(v), 0, o));
+       }},
+      {"barrier forced binomial tree",
+       [=](Communicator& c, V&) {
+         CollectiveOptions o;
+         o.algorithm = Algorithm::kBinomialTree;
+         return StatusOf(c.Barrier(o));
+       }},
+      {"all_reduce forced native on a transport without native collectives",
+       [=](Communicator& c, V& v) {
+         CollectiveOptions o;
+         o.algorithm = Algorithm::kNative;
+         return StatusOf(c.AllReduce(in(v), out(v), ReduceOp::kSum, o));
+       }},
+      {"all_reduce negative timeout",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.AllReduce(in(v), out(v), ReduceOp::kSum,
+                                     WithTimeout(absl::Milliseconds(-1))));
+       }},
+      {"barrier negative timeout",
+       [=](Communicator& c, V&) {
+         return StatusOf(c.Barrier(WithTimeout(-absl::Seconds(3))));
+       }},
+      {"send negative timeout",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Send(in(v), 1, 0, WithTimeout(-absl::Seconds(1))));
+       }},
+      {"recv negative timeout",
+       [=](Communicator& c, V& v) {
+         return StatusOf(c.Recv(out(v), 1, 0, WithTimeout(-absl::Seconds(1))));
+       }},
+  };
+}
+
+// Verifies that bad calls are InvalidArgument and send or consume nothing.
+TEST(CommunicatorTest, BadInputIsInvalidArgumentAndSendsNothing) {
+  // Rank 0 makes the bad call; rank 1 does not. Both then exchange one
+  // message each way on tag 0 and run an all_reduce (whose tags carry the
+  // collective sequence number): a bad call that had posted a message or
+  // taken a sequence number would make these mismatch or time out.
+  for (const BadCall& bad : BadCalls()) {
+    SCOPED_TRACE(bad.name);
+    // Memory for the bad calls; it outlives the group, so even a call that
+    // wrongly went ahead never touches freed memory. Its contents differ
+    // from the good messages, so a stray message is noticed.
+    std::vector<float> scratch(64, -7.0f);
+    RunGroup(2, [&](Communicator& comm) {
+      const int rank = comm.rank(), peer = 1 - rank;
+      if (rank == 0) {
+        absl::Status s = bad.call(comm, scratch);
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+            << bad.name << ": " << s;
+      }
+      // Good traffic: one message each way on tag 0, then an all_reduce.
+      std::vector<float> mine = Values(rank, 4, 1), theirs(4, 0.0f);
+      const P2POp ops[] = {P2POp::Send(ConstBuffer::Of(mine), peer, 0),
+                           P2POp::Recv(Buffer::Of(theirs), peer, 0)};
+      absl::StatusOr<Request> r = comm.BatchSendRecv(ops);
+      ASSERT_TRUE(r.ok()) << r.status();
+      absl::Status s = r->Wait(kProbeWait);
+      ASSERT_TRUE(s.ok()) << bad.name << ": rank " << rank << ": " << s;
+      EXPECT_EQ(theirs, Values(peer, 4, 1)) << bad.name << ": rank " << rank;
+      ExpectAllReduceSum(comm, 16, 2, kProbeWait);
+    });
+  }
+}
+
+// Verifies that Create rejects bad ranks, sizes, stores, timeouts, transports.
+TEST(CommunicatorTest, CreateRejectsBadConfig) {
+  auto store = std::make_shared<InMemoryStore>();
+  struct BadConfig {
+    const char* name;
+    int rank, size;
+    std::shared_ptr<Store> store;
+    absl::Duration timeout;
+    absl::StatusCode code;
+  };
+  for (const BadConfig& c : {
+           BadConfig{"rank == size", 2, 2, store, absl::Seconds(1),
+                     absl::StatusCode::kInvalidArgument},
+           BadConfig{"rank > size", 5, 2, store, absl::Seconds(1),
+                     absl::StatusCode::kInvalidArgument},
+           BadConfig{"negative rank", -1, 2, store, absl::Seconds(1),
+                     absl::StatusCode::kInvalidArgument},
+           BadConfig{"size 0", 0, 0, store, absl::Seconds(1),
+                     absl::StatusCode::kInvalidArgument},
+           BadConfig{"negative size", 0, -3, store, absl::Seconds(1),
+                     absl::StatusCode::kInvalidArgument},
+           BadConfig{"null store", 0, 1, nullptr, absl::Seconds(1),
+                     absl::StatusCode::kInvalidArgument},
+           BadConfig{"zero timeout", 0, 1, store, absl::ZeroDuration(),
+                     absl::StatusCode::kInvalidArgument},
+       }) {
+    CommunicatorConfig config;
+    config.rank = c.rank;
+    config.size = c.size;
+    config.store = c.store;
+    config.options.default_timeout = c.timeout;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        CreateCommunicator(config);
+    EXPECT_EQ(comm.status().code(), c.code) << c.name << ": " << comm.status();
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      Make(0, 1, store, "nope");
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(comm.status().message()), HasSubstr("loopback"));
+}
+
+// Verifies that a communicator of one rank runs collectives on its own.
+TEST(CommunicatorTest, SingleRank) {
+  RunGroup(1, [](Communicator& comm) {
+    EXPECT_EQ(comm.transport_name(), "loopback");
+    ExpectAllReduceSum(comm, 10, 3);
+    absl::StatusOr<Request> b = comm.Barrier();
+    ASSERT_TRUE(b.ok());
+    EXPECT_TRUE(b->Wait(kWait).ok());
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Timeouts and Abort.
+
+// Verifies that a never-matched Recv times out, then Abort cancels it promptly.
+TEST(CommunicatorTest, RecvTimeoutThenAbort) {
+  ThreadBarrier done(2);
+  RunGroup(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {
+      // Never sends or receives; stays connected until rank 0 is finished,
+      // so rank 0's requests are not failed by this rank leaving.
+      EXPECT_TRUE(done.Arrive());
+      return;
+    }
+    std::vector<float> in = Values(0, 8), out(8, 0.0f);
+    absl::StatusOr<Request> recv = comm.Recv(Buffer::Of(out), 1, 5);
+    ASSERT_TRUE(recv.ok()) << recv.status();
+    // Loopback sends complete only when received: this one stays pending.
+    absl::StatusOr<Request> send = comm.Send(ConstBuffer::Of(in), 1, 6);
+    ASSERT_TRUE(send.ok()) << send.status();
+
+    const absl::Duration timeout = absl::Milliseconds(300);
+    absl::Time start = absl::Now();
+    absl::Status s = recv->Wait(timeout);
+    absl::Duration took = absl::Now() - start;
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_GE(took, timeout);
+    EXPECT_LT(took, timeout + kSlack);
+    EXPECT_FALSE(recv->Test());
+    EXPECT_FALSE(send->Test());
+
+    start = absl::Now();
+    EXPECT_TRUE(comm.Abort().ok());
+    took = absl::Now() - start;
+    EXPECT_LT(took, absl::Milliseconds(100));
+
+    EXPECT_EQ(recv->Wait(absl::Seconds(1)).code(),
+              absl::StatusCode::kCancelled);
+    EXPECT_TRUE(recv->Test());
+    EXPECT_EQ(recv->status().code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(send->Wait(absl::Seconds(1)).code(),
+              absl::StatusCode::kCancelled);
+    EXPECT_EQ(out, std::vector<float>(8, 0.0f));  // Nothing was written.
+
+    // Later calls fail without blocking.
+    auto failed_precondition = [](const absl::Status& st) {
+      return st.code() == absl::StatusCode::kFailedPrecondition;
+    };
+    EXPECT_TRUE(
+        failed_precondition(comm.Send(ConstBuffer::Of(in), 1).status()));
+    EXPECT_TRUE(failed_precondition(comm.Recv(Buffer::Of(out), 1).status()));
+    EXPECT_TRUE(failed_precondition(
+        comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum)
+            .status()));
+    EXPECT_TRUE(failed_precondition(comm.Barrier().status()));
+    const P2POp ops[] = {P2POp::Send(ConstBuffer::Of(in), 1)};
+    EXPECT_TRUE(failed_precondition(comm.BatchSendRecv(ops).status()));
+    EXPECT_TRUE(failed_precondition(
+        comm.Split(0, 0, WithTimeout(absl::Seconds(1))).status()));
+    EXPECT_THAT(std::string(comm.Barrier().status().message()),
+                HasSubstr("aborted"));
+    // Abort is idempotent.
+    EXPECT_TRUE(comm.Abort(absl::CancelledError("again")).ok());
+    EXPECT_TRUE(done.Arrive());
+  });
+}
+
+// Verifies that a collective missing a rank times out, then aborts cleanly.
+TEST(CommunicatorTest, CollectiveMissingARankTimesOutThenAborts) {
+  // Ranks abort one at a time. The first to abort sees Cancelled; a later
+  // one may already have been failed by an earlier rank's loss (loopback
+  // propagates it as Unavailable), which is also a correct outcome.
+  constexpr int kSize = 4;
+  constexpr int kAbsent = 2;
+  ThreadBarrier barrier(kSize);
+  std::atomic<int> aborted_before{0};
+  RunGroup(kSize, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    std::vector<float> in = Values(rank, 64), out(64, 0.0f);
+    Request pending;
+    if (rank != kAbsent) {
+      absl::StatusOr<Request> r =
+          comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+      ASSERT_TRUE(r.ok()) << r.status();
+      pending = *std::move(r);
+      const absl::Duration timeout = absl::Milliseconds(200);
+      const absl::Time start = absl::Now();
+      absl::Status s = pending.Wait(timeout);
+      const absl::Duration took = absl::Now() - start;
+      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded)
+          << "rank " << rank << ": " << s;
+      EXPECT_GE(took, timeout);
+      EXPECT_LT(took, timeout + kSlack);
+    }
+    EXPECT_TRUE(barrier.Arrive());
+    // Abort one rank at a time, in rank order, the absent rank last.
+    std::vector<int> order;
+    for (int r = 0; r < kSize; ++r) {
+      if (r != kAbsent) order.push_back(r);
+    }
+    order.push_back(kAbsent);
+    for (int turn : order) {
+      if (turn == rank) {
+        const absl::Time start = absl::Now();
+        EXPECT_TRUE(comm.Abort().ok());
+        EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+        if (pending.valid()) {
+          absl::Status s = pending.Wait(absl::Seconds(1));
+          if (aborted_before.load() == 0) {
+            EXPECT_EQ(s.code(), absl::StatusCode::kCancelled)
+                << "rank " << rank << ": " << s;
+          } else {
+            EXPECT_TRUE(absl::IsCancelled(s) ||
+                        (absl::IsUnavailable(s) &&
+                         absl::StrContains(s.message(), "left the group")))
+                << "rank " << rank << ": " << s;
+          }
+        }
+        aborted_before.fetch_add(1);
+      }
+      EXPECT_TRUE(barrier.Arrive());
+    }
+    if (pending.valid()) {
+      EXPECT_TRUE(pending.Test());
+      EXPECT_FALSE(pending.status().ok());
+    }
+  });
+}
+
+// Verifies that a peer's abort fails a blocked Recv with Unavailable naming it.
+TEST(CommunicatorTest, PeerAbortIsUnavailableNamingTheRank) {
+  ThreadBarrier barrier(2);
+  RunGroup(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {
+      absl::SleepFor(absl::Milliseconds(100));  // Let rank 0 block first.
+      EXPECT_TRUE(comm.Abort(absl::CancelledError("rank 1 is done")).ok());
+      EXPECT_TRUE(barrier.Arrive());
+      return;
+    }
+    std::vector<float> out(4, 0.0f);
+    absl::StatusOr<Request> r = comm.Recv(Buffer::Of(out), 1, 3);
+    ASSERT_TRUE(r.ok());
+    const absl::Time start = absl::Now();
+    absl::Status s = r->Wait(kWait);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1"));
+    EXPECT_TRUE(barrier.Arrive());
+
+    // The peer is gone for good: later operations involving it fail fast.
+    std::vector<float> in = Values(0, 4);
+    absl::StatusOr<Request> send = comm.Send(ConstBuffer::Of(in), 1);
+    ASSERT_TRUE(send.ok());
+    s = send->Wait(kWait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1"));
+    absl::StatusOr<Request> all =
+        comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+    ASSERT_TRUE(all.ok());
+    s = all->Wait(kWait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("rank 1"));
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Point-to-point.
+
+// Verifies that 100 messages on one pair and tag arrive in the order sent.
+TEST(CommunicatorTest, MessagesOnOneTagArriveInOrder) {
+  constexpr int kMessages = 100;
+  auto size_of = [](int k) { return static_cast<size_t>(1 + k % 7); };
+  for (bool sends_first : {true, false}) {
+    SCOPED_TRACE(sends_first ? "sends first" : "receives first");
+    ThreadBarrier barrier(2);
+    RunGroup(2, [&](Communicator& comm) {
+      const int64_t tag = sends_first ? 11 : 12;
+      std::vector<std::vector<float>> data(kMessages);
+      std::vector<Request> requests;
+      auto post = [&] {
+        for (int k = 0; k < kMessages; ++k) {
+          absl::StatusOr<Request> r;
+          if (comm.rank() == 0) {
+            data[k] = Values(0, size_of(k), k);
+            r = comm.Send(ConstBuffer::Of(data[k]), 1, tag);
+          } else {
+            data[k].assign(size_of(k), -1.0f);
+            r = comm.Recv(Buffer::Of(data[k]), 0, tag);
+          }
+          ASSERT_TRUE(r.ok()) << r.status();
+          requests.push_back(*std::move(r));
+        }
+      };
+      const bool me_first = (comm.rank() == 0) == sends_first;
+      if (me_first) post();
+      EXPECT_TRUE(barrier.Arrive());
+      if (!me_first) post();
+      for (int k = 0; k < static_cast<int>(requests.size()); ++k) {
+        absl::Status s = requests[k].Wait(kWait);
+        EXPECT_TRUE(s.ok())
+            << "rank " << comm.rank() << " message " << k << ": " << s;
+      }
+      if (comm.rank() == 1) {
+        for (int k = 0; k < kMessages; ++k) {
+          EXPECT_EQ(data[k], Values(0, size_of(k), k)) << "message " << k;
+        }
+      }
+    });
+  }
+}
+
+// Verifies that messages on different tags can be received out of order.
+TEST(CommunicatorTest, DifferentTagsCanBeReceivedOutOfOrder) {
+  RunGroup(2, [](Communicator& comm) {
+    if (comm.rank() == 0) {
+      std::vector<float> a = Values(0, 5, 1), b = Values(0, 5, 2);
+      absl::StatusOr<Request> sa = comm.Send(ConstBuffer::Of(a), 1, 1);
+      absl::StatusOr<Request> sb = comm.Send(ConstBuffer::Of(b), 1, 2);
+      ASSERT_TRUE(sa.ok() && sb.ok());
+      EXPECT_TRUE(sb->Wait(kWait).ok());
+      EXPECT_TRUE(sa->Wait(kWait).ok());
+      return;
+    }
+    std::vector<float> got_b(5, 0.0f), got_a(5, 0.0f);
+    absl::StatusOr<Request> rb = comm.Recv(Buffer::Of(got_b), 0, 2);
+    ASSERT_TRUE(rb.ok());
+    EXPECT_TRUE(rb->Wait(kWait).ok());
+    EXPECT_EQ(got_b, Values(0, 5, 2));
+    absl::StatusOr<Request> ra = comm.Recv(Buffer::Of(got_a), 0, 1);
+    ASSERT_TRUE(ra.ok());
+    EXPECT_TRUE(ra->Wait(kWait).ok());
+    EXPECT_EQ(got_a, Values(0, 5, 1));
+  });
+}
+
+// Verifies that BatchSendRecv runs a two-way ring exchange among 5 ranks.
+TEST(CommunicatorTest, BatchSendRecvRing) {
+  constexpr int kSize = 5;
+  RunGroup(kSize, [](Communicator& comm) {
+    const int rank = comm.rank();
+    const int right = (rank + 1) % kSize, left = (rank + kSize - 1) % kSize;
+    std::vector<float> to_right = Values(rank, 33, 1);
+    std::vector<float> to_left = Values(rank, 17, 2);
+    std::vector<float> from_left(33, 0.0f), from_right(17, 0.0f);
+    const P2POp ops[] = {
+        P2POp::Recv(Buffer::Of(from_left), left, 1),
+        P2POp::Send(ConstBuffer::Of(to_right), right, 1),
+        P2POp::Send(ConstBuffer::Of(to_left), left, 2),
+        P2POp::Recv(Buffer::Of(from_right), right, 2),
+    };
+    absl::StatusOr<Request> r = comm.BatchSendRecv(ops);
+    ASSERT_TRUE(r.ok()) << r.status();
+    absl::Status s = r->Wait(kWait);
+    ASSERT_TRUE(s.ok()) << "rank " << rank << ": " << s;
+    EXPECT_EQ(from_left, Values(left, 33, 1));
+    EXPECT_EQ(from_right, Values(right, 17, 2));
+  });
+}
+
+// Verifies that a send/recv size mismatch fails both sides InvalidArgument.
+TEST(CommunicatorTest, SizeMismatchFailsBothSides) {
+  RunGroup(2, [](Communicator& comm) {
+    std::vector<float> data = Values(comm.rank(), 4);
+    std::vector<float> big(5, 0.0f);
+    absl::StatusOr<Request> r = comm.rank() == 0
+                                    ? comm.Send(ConstBuffer::Of(data), 1, 9)
+                                    : comm.Recv(Buffer::Of(big), 0, 9);
+    ASSERT_TRUE(r.ok()) << r.status();
+    absl::Status s = r->Wait(kWait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << "rank " << comm.rank() << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("size mismatch"));
+    EXPECT_EQ(big, std::vector<float>(5, 0.0f));
+    ExpectAllReduceSum(comm, 8, 4);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Split.
+
+// Verifies that Split(rank % 2, -rank) of 6 ranks makes two reversed groups.
+TEST(CommunicatorTest, SplitByParityReversed) {
+  constexpr int kSize = 6;
+  RunGroup(kSize, [](Communicator& comm) {
+    const int rank = comm.rank(), color = rank % 2;
+    absl::StatusOr<std::unique_ptr<Communicator>> child =
+        comm.Split(color, -rank, WithTimeout(kWait));
+    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_NE(*child, nullptr);
+    Communicator& sub = **child;
+    EXPECT_EQ(sub.size(), 3);
+    // Members {color, color + 2, color + 4}, ordered by key = -rank.
+    EXPECT_EQ(sub.rank(), (color + 4 - rank) / 2) << "rank " << rank;
+
+    constexpr size_t kCount = 40;
+    std::vector<float> in = Values(rank, kCount), out(kCount, 0.0f);
+    absl::StatusOr<Request> r =
+        sub.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->Wait(kWait).ok());
+    for (size_t i = 0; i < kCount; ++i) {
+      float want = 0;
+      for (int q = color; q < kSize; q += 2) want += Value(q, i);
+      ASSERT_EQ(out[i], want) << "rank " << rank << " element " << i;
+    }
+    // The child's ranks are in key order: an all_gather of old ranks shows it.
+    std::vector<int32_t> me = {rank}, all(3, -1);
+    r = sub.AllGather(ConstBuffer::Of(me), Buffer::Of(all));
+    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r->Wait(kWait).ok());
+    EXPECT_EQ(all, (std::vector<int32_t>{color + 4, color + 2, color}));
+    // The parent still works alongside its children.
+    ExpectAllReduceSum(comm, 12, 5);
+  });
+}
+
+// Verifies that Split with a negative color returns null on that rank.
+TEST(CommunicatorTest, SplitNegativeColorIsNull) {
+  RunGroup(4, [](Communicator& comm) {
+    const int rank = comm.rank();
+    absl::StatusOr<std::unique_ptr<Communicator>> child =
+        comm.Split(rank == 3 ? -1 : 7, rank, WithTimeout(kWait));
+    ASSERT_TRUE(child.ok()) << child.status();
+    if (rank == 3) {
+      EXPECT_EQ(*child, nullptr);
+    } else {
+      ASSERT_NE(*child, nullptr);
+      EXPECT_EQ((*child)->size(), 3);
+      EXPECT_EQ((*child)->rank(), rank);
+      ExpectAllReduceSum(**child, 9, 6);
+    }
+    ExpectAllReduceSum(comm, 9, 7);
+  });
+}
+
+// Verifies that a Split rejected on one rank leaves no gap in split ids.
+TEST(CommunicatorTest, RejectedSplitLeavesNoGap) {
+  RunGroup(2, [](Communicator& comm) {
+    if (comm.rank() == 0) {
+      absl::StatusOr<std::unique_ptr<Communicator>> bad =
+          comm.Split(0, 0, WithTimeout(-absl::Seconds(1)));
+      EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
+          << bad.status();
+    }
+    absl::StatusOr<std::unique_ptr<Communicator>> child =
+        comm.Split(0, comm.rank(), WithTimeout(absl::Seconds(5)));
+    ASSERT_TRUE(child.ok()) << child.status();
+    ASSERT_NE(*child, nullptr);
+    ExpectAllReduceSum(**child, 6, 8, kProbeWait);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Concurrency and callbacks.
+
+// Verifies that 8 all_reduces in flight at once each get their own result.
+TEST(CommunicatorTest, ConcurrentCollectivesStayApart) {
+  constexpr int kSize = 4, kOps = 8;
+  const size_t counts[kOps] = {1, 7, 100, 1000, 5000, 3, 20000, 64};
+  RunGroup(kSize, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    std::vector<std::vector<int32_t>> in(kOps), out(kOps);
+    std::vector<Request> requests;
+    for (int k = 0; k < kOps; ++k) {
+      in[k].resize(counts[k]);
+      out[k].assign(counts[k], -1);
+      for (size_t i = 0; i < counts[k]; ++i) {
+        in[k][i] = rank * 1000000 + static_cast<int32_t>(i) * 10 + k;
+      }
+      absl::StatusOr<Request> r = comm.AllReduce(
+          ConstBuffer::Of(in[k]), Buffer::Of(out[k]), ReduceOp::kSum);
+      ASSERT_TRUE(r.ok()) << r.status();
+      requests.push_back(*std::move(r));
+    }
+    for (int k = kOps - 1; k >= 0; --k) {
+      absl::Status s = requests[k].Wait(kWait);
+      ASSERT_TRUE(s.ok()) << "rank " << rank << " op " << k << ": " << s;
+    }
+    for (int k = 0; k < kOps; ++k) {
+      for (size_t i = 0; i < counts[k]; ++i) {
+        const int32_t want = 1000000 * (kSize * (kSize - 1) / 2) +
+                             kSize * (static_cast<int32_t>(i) * 10 + k);
+        ASSERT_EQ(out[k][i], want)
+            << "rank " << rank << " op " << k << " element " << i;
+      }
+    }
+  });
+}
+
+// Verifies that OnDone on a collective's request runs exactly once.
+TEST(CommunicatorTest, OnDoneRunsExactlyOnceForACollective) {
+  RunGroup(3, [](Communicator& comm) {
+    std::vector<float> in = Values(comm.rank(), 256), out(256, 0.0f);
+    absl::StatusOr<Request> r =
+        comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+    ASSERT_TRUE(r.ok());
+    std::atomic<int> calls{0};
+    std::promise<absl::Status> called;
+    std::future<absl::Status> seen = called.get_future();
+    r->OnDone([&calls, &called](absl::Status s) {
+      if (calls.fetch_add(1) == 0) called.set_value(std::move(s));
+    });
+    ASSERT_TRUE(r->Wait(kWait).ok());
+    // The callback may run just after Wait returns, on the completing thread.
+    ASSERT_EQ(seen.wait_for(std::chrono::seconds(20)),
+              std::future_status::ready);
+    EXPECT_TRUE(seen.get().ok());
+    int late = 0;
+    r->OnDone([&late](absl::Status s) {
+      ++late;
+      EXPECT_TRUE(s.ok());
+    });
+    EXPECT_EQ(late, 1);
+    absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_EQ(calls.load(), 1);
+    // Keep every rank's buffers alive until all have finished.
+    absl::StatusOr<Request> b = comm.Barrier();
+    ASSERT_TRUE(b.ok());
+    EXPECT_TRUE(b->Wait(kWait).ok());
+    EXPECT_EQ(calls.load(), 1);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Registry.
+
+class FakeFactory : public TransportFactory {
+ public:
+  FakeFactory(std::string name, bool viable)
+      : name_(std::move(name)), viable_(viable) {}
+  absl::string_view name() const override { return name_; }
+  bool IsViable() const override { return viable_; }
+  absl::StatusOr<std::unique_ptr<Transport>> Connect(
+      const TransportConfig&) override {
+    return absl::UnimplementedError("fake");
+  }
+
+ private:
+  std::string name_;
+  bool viable_;
+};
+
+// Verifies that loopback is registered and viable, and unknown names NotFound.
+TEST(TransportRegistryTest, BuiltInsAndUnknownName) {
+  std::vector<TransportRegistry::Entry> list = Transports().List();
+  bool found = false;
+  for (const TransportRegistry::Entry& e : list) {
+    if (e.name == "loopback") {
+      found = true;
+      EXPECT_TRUE(e.viable);
+    }
+  }
+  EXPECT_TRUE(found);
+  absl::StatusOr<TransportFactory*> loopback = Transports().Get("loopback");
+  ASSERT_TRUE(loopback.ok());
+  EXPECT_EQ((*loopback)->name(), "loopback");
+  absl::StatusOr<TransportFactory*> def = Transports().Default();
+  ASSERT_TRUE(def.ok());
+  EXPECT_TRUE((*def)->IsViable());
+
+  absl::StatusOr<TransportFactory*> nope = Transports().Get("nope");
+  EXPECT_EQ(nope.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(nope.status().message()), HasSubstr("'nope'"));
+  EXPECT_THAT(std::string(nope.status().message()), HasSubstr("loopback"));
+}
+
+// Verifies that a fresh registry rejects duplicates and orders by priority.
+TEST(TransportRegistryTest, FreshRegistry) {
+  TransportRegistry registry;
+  EXPECT_EQ(registry.Default().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(
+      registry.Register(1, std::make_unique<FakeFactory>("a", true)).ok());
+  absl::Status dup =
+      registry.Register(9, std::make_unique<FakeFactory>("a", true));
+  EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists) << dup;
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("'a'"));
+  EXPECT_EQ(registry.Register(0, nullptr).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      registry.Register(5, std::make_unique<FakeFactory>("b", false)).ok());
+  EXPECT_TRUE(
+      registry.Register(3, std::make_unique<FakeFactory>("c", true)).ok());
+
+  std::vector<TransportRegistry::Entry> list = registry.List();
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].name, "b");
+  EXPECT_EQ(list[0].priority, 5);
+  EXPECT_FALSE(list[0].viable);
+  EXPECT_EQ(list[1].name, "c");
+  EXPECT_EQ(list[2].name, "a");
+  EXPECT_EQ(list[2].priority, 1);  // The duplicate did not replace it.
+
+  absl::StatusOr<TransportFactory*> def = registry.Default();
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ((*def)->name(), "c");
+  absl::StatusOr<TransportFactory*> missing = registry.Get("loopback");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("b, c, a"));
+}
+
+}  // namespace
+}  // namespace relay
