@@ -22,16 +22,19 @@ inline void CpuRelax() {
 
 }  // namespace
 
+bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_.load(std::memory_order_relaxed)) return false;
+  status_ = std::move(status);
+  done_.store(true, std::memory_order_release);
+  to_run->swap(callbacks_);
+  if (sleepers_ > 0) cv_.notify_all();
+  return true;
+}
+
 bool RequestState::Complete(absl::Status status) {
-  std::vector<DoneCallback> callbacks;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (done_.load(std::memory_order_relaxed)) return false;
-    status_ = std::move(status);
-    done_.store(true, std::memory_order_release);
-    callbacks.swap(callbacks_);
-    if (sleepers_ > 0) cv_.notify_all();
-  }
+  DoneCallbacks callbacks;
+  if (!MarkDone(std::move(status), &callbacks)) return false;
   for (DoneCallback& cb : callbacks) std::move(cb)(status_);
   return true;
 }

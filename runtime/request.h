@@ -40,6 +40,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -47,6 +48,7 @@
 namespace relay {
 
 using DoneCallback = absl::AnyInvocable<void(absl::Status)>;
+using DoneCallbacks = absl::InlinedVector<DoneCallback, 1>;
 
 // The shared completion record behind a Request. Transports and algorithms
 // create one per operation and call Complete() once; subclasses that need a
@@ -63,6 +65,11 @@ class RequestState {
   // Records the outcome and runs the callbacks. Only the first call counts;
   // it returns true, later ones return false and change nothing.
   bool Complete(absl::Status status);
+
+  // Complete() in two halves, for a transport that must publish several
+  // completions before any callback runs: marks the request done and moves
+  // its callbacks into `*to_run`; the caller then runs each with status().
+  bool MarkDone(absl::Status status, DoneCallbacks* to_run);
 
   bool done() const { return done_.load(std::memory_order_acquire); }
   // The outcome; meaningful once done() is true.
@@ -92,7 +99,7 @@ class RequestState {
   std::mutex mu_;
   std::condition_variable cv_;
   int sleepers_ = 0;                     // Guarded by mu_.
-  std::vector<DoneCallback> callbacks_;  // Guarded by mu_.
+  DoneCallbacks callbacks_;  // Guarded by mu_.
 };
 
 class Request {

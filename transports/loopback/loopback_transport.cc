@@ -134,8 +134,8 @@ class LoopbackFabric {
     // (short, and never blocking) so that once Abort returns nothing touches
     // the rank's buffers. No new match can involve the rank now: Send checks
     // LostStatus, and the sweep above removed every queued send from or to
-    // it. Their requests complete with the copy's outcome, on the
-    // delivering thread.
+    // it. The delivering thread marks their requests done before it stops
+    // counting, so they are complete when this returns.
     {
       LostRank& me = *lost_[rank];
       std::unique_lock<std::mutex> lock(me.mu);
@@ -224,12 +224,16 @@ class LoopbackFabric {
     } else if (bytes > 0) {
       std::memcpy(recv.dst.data, send.data.data, bytes);
     }
+    // Both requests are done before the copy stops counting, so an Abort
+    // that waited for it finds them complete; their callbacks (which may
+    // post more work, or Abort) run after, outside the count.
+    DoneCallbacks recv_callbacks, send_callbacks;
+    recv.request->MarkDone(status, &recv_callbacks);
+    send.request->MarkDone(status, &send_callbacks);
     EndDelivery(src);
     EndDelivery(dst);
-    // Completion runs callbacks, which may post more work or even Abort:
-    // never while this copy still counts as in progress.
-    recv.request->Complete(status);
-    send.request->Complete(std::move(status));
+    for (DoneCallback& cb : recv_callbacks) std::move(cb)(status);
+    for (DoneCallback& cb : send_callbacks) std::move(cb)(status);
   }
 
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // By destination rank.
