@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 namespace relay {
 
 enum class BufferId : uint8_t { kSend, kRecv, kScratch };
@@ -82,7 +84,8 @@ struct Action {
 };
 
 struct Step {
-  std::vector<Action> actions;
+  // Most steps hold one to three actions: stored inline, no allocation.
+  absl::InlinedVector<Action, 3> actions;
 };
 
 struct Lane {

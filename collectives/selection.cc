@@ -13,23 +13,31 @@
 namespace relay {
 
 const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind) {
-  static const auto* table =
-      new absl::flat_hash_map<CollectiveKind, std::vector<Algorithm>>{
-          {CollectiveKind::kAllReduce,
-           {Algorithm::kRing, Algorithm::kRecursiveDoubling,
-            Algorithm::kRabenseifner}},
-          {CollectiveKind::kAllGather, {Algorithm::kRing}},
-          {CollectiveKind::kReduceScatter, {Algorithm::kRing}},
-          {CollectiveKind::kBroadcast, {Algorithm::kBinomialTree}},
-          {CollectiveKind::kReduce, {Algorithm::kBinomialTree}},
-          {CollectiveKind::kGather,
-           {Algorithm::kBinomialTree, Algorithm::kLinear}},
-          {CollectiveKind::kScatter,
-           {Algorithm::kBinomialTree, Algorithm::kLinear}},
-          {CollectiveKind::kAllToAll, {Algorithm::kPairwise}},
-          {CollectiveKind::kBarrier, {Algorithm::kDissemination}},
-      };
-  return table->at(kind);
+  // Looked up on every call: static vectors, no hashing.
+  static const auto* all_reduce = new std::vector<Algorithm>{
+      Algorithm::kRing, Algorithm::kRecursiveDoubling,
+      Algorithm::kRabenseifner};
+  static const auto* ring = new std::vector<Algorithm>{Algorithm::kRing};
+  static const auto* tree =
+      new std::vector<Algorithm>{Algorithm::kBinomialTree};
+  static const auto* tree_or_linear = new std::vector<Algorithm>{
+      Algorithm::kBinomialTree, Algorithm::kLinear};
+  static const auto* pairwise =
+      new std::vector<Algorithm>{Algorithm::kPairwise};
+  static const auto* dissemination =
+      new std::vector<Algorithm>{Algorithm::kDissemination};
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return *all_reduce;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter: return *ring;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kReduce: return *tree;
+    case CollectiveKind::kGather:
+    case CollectiveKind::kScatter: return *tree_or_linear;
+    case CollectiveKind::kAllToAll: return *pairwise;
+    case CollectiveKind::kBarrier: return *dissemination;
+  }
+  return *dissemination;
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
@@ -46,7 +54,9 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
   int p = 1, log_p = 0;
   while (p * 2 <= size) p *= 2, ++log_p;
   const double folded = size > p ? 1.0 : 0.0;
-  const double log_n = std::ceil(std::log2(std::max(n, 1.0)));
+  int ceil_log_n = 0;
+  while ((1 << ceil_log_n) < size) ++ceil_log_n;
+  const double log_n = ceil_log_n;
   switch (algorithm) {
     case Algorithm::kRing:
       if (kind == CollectiveKind::kAllReduce) {

@@ -3,14 +3,21 @@
 #include <utility>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace relay {
 namespace {
 
-// How long Wait() polls before it sleeps. Loopback peers usually complete a
-// small message within a few microseconds; past that, sleeping frees the core
-// for the peer (build hosts have two cores and tests run sixteen ranks).
-constexpr absl::Duration kSpinBudget = absl::Microseconds(20);
+// How Wait() waits. A peer thread usually completes a small message within
+// a few microseconds, so it first polls (kSpinBudget), then keeps polling but
+// yields the core between polls (kYieldBudget): when there are more ranks
+// than cores (build hosts have two cores and tests run sixteen ranks), the
+// peer it waits for may need exactly this core. Past that it sleeps, so a
+// long wait costs no CPU.
+constexpr std::chrono::nanoseconds kSpinBudget = std::chrono::microseconds(2);
+constexpr std::chrono::nanoseconds kYieldBudget =
+    std::chrono::microseconds(200);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -41,15 +48,33 @@ bool RequestState::Complete(absl::Status status) {
 
 absl::Status RequestState::Wait(absl::Time deadline) {
   if (done()) return status_;
-  const absl::Time spin_until =
-      std::min(deadline, absl::Now() + kSpinBudget);
+  // The polling phases use the cheap monotonic clock; absl::Now() only
+  // matters once we sleep until the caller's deadline.
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const auto until_deadline = absl::ToChronoNanoseconds(
+      std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  const Clock::time_point spin_until =
+      start + std::min(kSpinBudget, until_deadline);
+  const Clock::time_point yield_until =
+      start + std::min(kYieldBudget, until_deadline);
   int polls = 0;
   while (!done()) {
     Progress();
     if (done()) break;
     CpuRelax();
-    // absl::Now() costs ~20 ns; read it every few polls only.
-    if (++polls % 16 == 0 && absl::Now() >= spin_until) break;
+    if (++polls % 16 == 0 && Clock::now() >= spin_until) break;
+  }
+  Clock::time_point yield_until_now = yield_until;
+  while (!done() && Clock::now() < yield_until_now) {
+    if (Progress()) {
+      // Work arrived for this thread: the operation is moving, keep polling.
+      yield_until_now = std::min(Clock::now() + kYieldBudget,
+                                 start + std::max(until_deadline,
+                                                  std::chrono::nanoseconds(0)));
+      continue;
+    }
+    std::this_thread::yield();
   }
   if (done()) return status_;
 

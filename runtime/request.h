@@ -88,8 +88,10 @@ class RequestState {
   void OnDone(DoneCallback callback);
 
  protected:
-  // Called repeatedly by Wait() and Request::Test() while not done.
-  virtual void Progress() {}
+  // Called repeatedly by Wait() and Request::Test() while not done; returns
+  // true if it did some work (Wait keeps polling, rather than sleeping,
+  // while work keeps coming).
+  virtual bool Progress() { return false; }
 
  private:
   std::atomic<bool> done_{false};

@@ -165,8 +165,9 @@ TEST(RequestTest, TestDrivesProgress) {
     int polls = 0;
 
    protected:
-    void Progress() override {
+    bool Progress() override {
       if (++polls == 3) Complete(absl::OkStatus());
+      return true;
     }
   };
   auto state = std::make_shared<Polled>();

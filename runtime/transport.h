@@ -97,6 +97,12 @@ class Transport {
         absl::StrCat(name(), " has no native collectives"));
   }
 
+  // Does work that waits for this rank's thread (a polling transport's
+  // progress engine, loopback's handed-off copies). Called by the Wait and
+  // Test of this transport's requests and of collectives running over it;
+  // never blocks. Returns true if it did some work.
+  virtual bool Progress() { return false; }
+
   // Fails every pending request this rank posted with `reason` (Cancelled
   // for an abort); peers waiting on this rank learn it as Unavailable where
   // the transport can tell them. Later calls fail. Returns promptly.

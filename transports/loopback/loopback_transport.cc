@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <limits>
 #include <condition_variable>
 #include <cstring>
 #include <string>
@@ -18,6 +20,27 @@
 #include <mutex>
 
 namespace relay {
+namespace {
+
+// Large messages are copied by the receiving rank's own thread when it is
+// waiting anyway (a hand-off), so that in an exchange each rank does its
+// own copy or reduction and the two run in parallel; otherwise whichever
+// rank arrives second would do both. Small ones are copied at once by
+// whichever side matches: a hand-off would only add latency.
+constexpr size_t kHandoffBytes = 64 << 10;
+// A rank counts as waiting if it polled this recently.
+constexpr int64_t kPollWindowNs = 20'000;
+// A hand-off its receiver has not picked up in this long is taken back and
+// done by its sender (the receiver may have stopped waiting).
+constexpr int64_t kStaleHandoffNs = 50'000;
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 // The wiring shared by the ranks of one group: one mailbox per destination
 // rank, holding the sends that arrived before their receive and the receives
@@ -63,8 +86,40 @@ class LoopbackFabric {
       it->second.erase(it->second.begin());
       if (it->second.empty()) box.recvs.erase(it);
       BeginDelivery(src, dst);
+      if (send.data.bytes() >= kHandoffBytes) {
+        const int64_t now = NowNs();
+        if (now - box.last_poll_ns.load(std::memory_order_relaxed) <
+            kPollWindowNs) {
+          box.handoffs.push_back({src, std::move(send), std::move(recv), now});
+          box.handoff_count.fetch_add(1, std::memory_order_release);
+          lost_[src]->handoffs_out.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+      }
     }
     Deliver(src, dst, send, recv);
+  }
+
+  // Runs on a thread of `rank` that is waiting: does the copies handed to
+  // it, and takes back its own hand-offs that their receivers left alone.
+  bool Progress(int rank) {
+    Mailbox& box = *mailboxes_[rank];
+    box.last_poll_ns.store(NowNs(), std::memory_order_relaxed);
+    bool worked = false;
+    if (box.handoff_count.load(std::memory_order_acquire) > 0) {
+      std::vector<Handoff> mine;
+      {
+        std::lock_guard<std::mutex> lock(box.mu);
+        mine.swap(box.handoffs);
+        box.handoff_count.store(0, std::memory_order_relaxed);
+      }
+      for (Handoff& h : mine) RunHandoff(h, rank);
+      worked = !mine.empty();
+    }
+    if (lost_[rank]->handoffs_out.load(std::memory_order_relaxed) > 0) {
+      worked |= ReclaimStaleHandoffs(rank);
+    }
+    return worked;
   }
 
   // Receiver side: match the oldest send from `src` on `tag`, or post.
@@ -103,9 +158,20 @@ class LoopbackFabric {
     const absl::Status peer_error = absl::UnavailableError(absl::StrCat(
         "rank ", rank, " left the group: ", reason.message()));
     std::vector<std::pair<std::shared_ptr<RequestState>, absl::Status>> failed;
+    std::vector<Handoff> dropped;  // Matched, not yet copied: never will be.
     for (int dst = 0; dst < size(); ++dst) {
       Mailbox& box = *mailboxes_[dst];
       std::lock_guard<std::mutex> lock(box.mu);
+      for (auto it = box.handoffs.begin(); it != box.handoffs.end();) {
+        if (dst == rank || it->src == rank) {
+          it->dst = dst;
+          dropped.push_back(std::move(*it));
+          it = box.handoffs.erase(it);
+          box.handoff_count.fetch_sub(1, std::memory_order_relaxed);
+        } else {
+          ++it;
+        }
+      }
       for (auto it = box.recvs.begin(); it != box.recvs.end();) {
         const bool mine = dst == rank, from_lost = it->first.src == rank;
         if (mine || from_lost) {
@@ -128,6 +194,13 @@ class LoopbackFabric {
           ++it;
         }
       }
+    }
+    for (Handoff& h : dropped) {
+      h.recv.request->Complete(h.dst == rank ? reason : peer_error);
+      h.send.request->Complete(h.src == rank ? reason : peer_error);
+      lost_[h.src]->handoffs_out.fetch_sub(1, std::memory_order_relaxed);
+      EndDelivery(h.src);
+      EndDelivery(h.dst);
     }
     // Matches made before the sweep may still be copying into or out of
     // this rank's buffers, outside every mailbox lock. Wait for those copies
@@ -175,8 +248,19 @@ class LoopbackFabric {
       return H::combine(std::move(h), k.src, k.tag);
     }
   };
+  struct Handoff {
+    int src;
+    PendingSend send;
+    PendingRecv recv;
+    int64_t since_ns;
+    int dst = -1;  // Filled in when dropped by Abort.
+  };
   struct Mailbox {
     std::mutex mu;
+    // Matched pairs whose copy waits for this rank's thread (see Progress).
+    std::vector<Handoff> handoffs;  // Guarded by mu.
+    std::atomic<int> handoff_count{0};
+    std::atomic<int64_t> last_poll_ns{std::numeric_limits<int64_t>::min() / 2};
     absl::flat_hash_map<Key, absl::InlinedVector<PendingSend, 1>> sends
        ;
     absl::flat_hash_map<Key, absl::InlinedVector<PendingRecv, 1>> recvs
@@ -185,12 +269,46 @@ class LoopbackFabric {
   // A rank's standing in the group (the name is for its main use).
   struct LostRank {
     std::atomic<bool> lost{false};
-    // Copies into or out of this rank's buffers now running.
+    // Copies into or out of this rank's buffers now running or handed off.
     std::atomic<int> deliveries{0};
+    // Hand-offs this rank made as a sender that are not yet done.
+    std::atomic<int> handoffs_out{0};
     std::mutex mu;
     std::condition_variable drained;  // Signalled when deliveries hits 0.
     absl::Status reason;              // Guarded by mu.
   };
+
+  void RunHandoff(Handoff& h, int dst) {
+    lost_[h.src]->handoffs_out.fetch_sub(1, std::memory_order_relaxed);
+    Deliver(h.src, dst, h.send, h.recv);
+  }
+
+  bool ReclaimStaleHandoffs(int rank) {
+    const int64_t now = NowNs();
+    bool worked = false;
+    for (int dst = 0; dst < size(); ++dst) {
+      Mailbox& box = *mailboxes_[dst];
+      if (dst == rank || box.handoff_count.load(std::memory_order_acquire) == 0) {
+        continue;
+      }
+      std::vector<Handoff> stale;
+      {
+        std::lock_guard<std::mutex> lock(box.mu);
+        for (auto it = box.handoffs.begin(); it != box.handoffs.end();) {
+          if (it->src == rank && now - it->since_ns > kStaleHandoffNs) {
+            stale.push_back(std::move(*it));
+            it = box.handoffs.erase(it);
+            box.handoff_count.fetch_sub(1, std::memory_order_relaxed);
+          } else {
+            ++it;
+          }
+        }
+      }
+      for (Handoff& h : stale) RunHandoff(h, dst);
+      worked |= !stale.empty();
+    }
+    return worked;
+  }
 
   // Counts a matched pair's copy against both ranks; called with the
   // mailbox lock held, so a concurrent Abort's sweep of that mailbox, which
@@ -241,6 +359,27 @@ class LoopbackFabric {
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
 
+namespace {
+
+// A loopback request: waiting on it lets its rank do the copies handed to it.
+class LoopbackRequest final : public RequestState {
+ public:
+  LoopbackRequest(absl::Time deadline, std::shared_ptr<LoopbackFabric> fabric,
+                  int rank)
+      : RequestState(deadline), fabric_(std::move(fabric)), rank_(rank) {}
+
+ protected:
+  bool Progress() override { return fabric_->Progress(rank_); }
+
+ private:
+  const std::shared_ptr<LoopbackFabric> fabric_;
+  const int rank_;
+};
+
+}  // namespace
+
+bool LoopbackTransport::Progress() { return fabric_->Progress(rank_); }
+
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric,
                                      int rank)
     : fabric_(std::move(fabric)), rank_(rank) {}
@@ -277,7 +416,7 @@ absl::StatusOr<Request> LoopbackTransport::Isend(int peer, Tag tag,
                                                  ConstBuffer data,
                                                  absl::Time deadline) {
   if (absl::Status s = CheckPeer(peer, size()); !s.ok()) return s;
-  auto request = std::make_shared<RequestState>(deadline);
+  auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
   fabric_->Send(rank_, peer, tag, {data, request});
   return Request(std::move(request));
 }
@@ -309,7 +448,7 @@ absl::StatusOr<Request> LoopbackTransport::PostRecv(int peer, Tag tag,
                                                     ReduceFn reduce,
                                                     absl::Time deadline) {
   if (absl::Status s = CheckPeer(peer, size()); !s.ok()) return s;
-  auto request = std::make_shared<RequestState>(deadline);
+  auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
   fabric_->Recv(peer, rank_, tag, {local, dst, reduce, request});
   return Request(std::move(request));
 }

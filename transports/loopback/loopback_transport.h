@@ -57,6 +57,7 @@ class LoopbackTransport final : public Transport {
   absl::StatusOr<Request> IrecvReduce(int peer, Tag tag, ConstBuffer local,
                                       Buffer dst, ReduceFn reduce,
                                       absl::Time deadline) override;
+  bool Progress() override;
   void Abort(absl::Status reason) override;
 
  private:
