@@ -23,6 +23,7 @@ mkdir -p "$out"
 bazel build //bench:collectives //bench/peers:mpi_collectives >&2
 relay_bin="$(mktemp)"
 cp -f bazel-bin/bench/collectives "$relay_bin"
+chmod +x "$relay_bin"
 trap 'rm -f "$relay_bin"' EXIT
 
 {
