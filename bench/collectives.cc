@@ -144,6 +144,19 @@ Flags ParseFlags(int argc, char** argv) {
     BadFlag(absl::StrCat("--root ", f.root, " is not below --ranks ", f.ranks));
   }
   if (f.ranks > 1024) BadFlag("--ranks above 1024");
+  // A forced algorithm runs the collectives it implements.
+  std::vector<CollectiveKind> runnable;
+  for (CollectiveKind k : f.kinds) {
+    if (DefaultEngine().Supports(k, f.algorithm).ok() ||
+        f.algorithm == Algorithm::kNative) {
+      runnable.push_back(k);
+    }
+  }
+  if (runnable.empty()) {
+    BadFlag(absl::StrCat("algorithm ", AlgorithmName(f.algorithm),
+                         " implements none of the chosen collectives"));
+  }
+  f.kinds = runnable;
   return f;
 }
 
@@ -278,7 +291,9 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   // The timed loop reruns the call on its own output: fine for timing; the
   // check runs once on fresh input afterwards.
   for (int i = 0; i < f.warmup; ++i) RELAY_RETURN_IF_ERROR(once());
-  RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(options));
+  CollectiveOptions sync;  // The harness's own barrier: any algorithm.
+  sync.timeout = f.timeout;
+  RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(sync));
   RELAY_RETURN_IF_ERROR(b.Wait());
   const absl::Time start = absl::Now();
   for (int i = 0; i < f.iters; ++i) RELAY_RETURN_IF_ERROR(once());

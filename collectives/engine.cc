@@ -207,6 +207,8 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   params.in_place = InPlace(args, rank, count, dtype);
   params.average = IsReduction(args.kind) && args.op == ReduceOp::kAvg;
   const bool pipelined = algorithm == Algorithm::kRing ||
+                         algorithm == Algorithm::kRabenseifner ||
+                         algorithm == Algorithm::kRecursiveDoubling ||
                          args.kind == CollectiveKind::kBroadcast ||
                          args.kind == CollectiveKind::kReduce;
   if (pipelined) {

@@ -25,34 +25,45 @@ Step OneAction(Action a) {
   return s;
 }
 
-// Builds: copy-in, fold, `middle` (for ranks that take part), unfold.
-// `middle` appends the power-of-two algorithm's steps, averaging included.
-Schedule WithFold(
-    const ScheduleParams& p,
-    const std::function<void(int vrank, const Fold&, Lane&)>& middle) {
+// What the power-of-two phase of one lane works on: `count` elements at
+// element `offset` of the recv buffer (and of scratch).
+struct Segment {
+  size_t offset;
+  size_t count;
+};
+
+// Builds one lane per pipeline segment: copy-in, fold, `middle` (for ranks
+// that take part), unfold. `middle` appends the power-of-two algorithm's
+// steps for one segment, averaging included.
+Schedule WithFold(const ScheduleParams& p,
+                  const std::function<void(int vrank, const Fold&,
+                                           const Segment&, Lane&)>& middle) {
   const Fold fold(p.size);
-  const Region all{BufferId::kRecv, 0, p.count};
+  const BlockPartition segments{p.count, p.lanes};
   Schedule schedule;
-  Lane lane;
-  if (!p.in_place) {
-    lane.steps.push_back(
-        OneAction(Action::Copy(Region{BufferId::kSend, 0, p.count}, all)));
-  }
-  if (fold.SitsOut(p.rank)) {
-    lane.steps.push_back(OneAction(Action::Send(p.rank + 1, all)));
-    lane.steps.push_back(OneAction(Action::Recv(p.rank + 1, all)));
+  for (size_t l = 0; l < p.lanes; ++l) {
+    const Segment seg{segments.offset(l), segments.size(l)};
+    const Region all{BufferId::kRecv, seg.offset, seg.count};
+    Lane lane;
+    if (!p.in_place) {
+      lane.steps.push_back(OneAction(Action::Copy(
+          Region{BufferId::kSend, seg.offset, seg.count}, all)));
+    }
+    if (fold.SitsOut(p.rank)) {
+      lane.steps.push_back(OneAction(Action::Send(p.rank + 1, all)));
+      lane.steps.push_back(OneAction(Action::Recv(p.rank + 1, all)));
+    } else {
+      if (p.rank < 2 * fold.rem) {
+        lane.steps.push_back(
+            OneAction(Action::RecvReduce(p.rank - 1, all, all)));
+      }
+      middle(fold.Virtual(p.rank), fold, seg, lane);
+      if (p.rank < 2 * fold.rem) {
+        lane.steps.push_back(OneAction(Action::Send(p.rank - 1, all)));
+      }
+    }
     schedule.lanes.push_back(std::move(lane));
-    return schedule;
   }
-  if (p.rank < 2 * fold.rem) {
-    lane.steps.push_back(
-        OneAction(Action::RecvReduce(p.rank - 1, all, all)));
-  }
-  middle(fold.Virtual(p.rank), fold, lane);
-  if (p.rank < 2 * fold.rem) {
-    lane.steps.push_back(OneAction(Action::Send(p.rank - 1, all)));
-  }
-  schedule.lanes.push_back(std::move(lane));
   return schedule;
 }
 
@@ -60,9 +71,9 @@ Schedule WithFold(
 
 Schedule RecursiveDoublingAllReduce(const ScheduleParams& p) {
   Schedule schedule = WithFold(
-      p, [&](int vrank, const Fold& fold, Lane& lane) {
-        const Region all{BufferId::kRecv, 0, p.count};
-        const Region incoming{BufferId::kScratch, 0, p.count};
+      p, [&](int vrank, const Fold& fold, const Segment& seg, Lane& lane) {
+        const Region all{BufferId::kRecv, seg.offset, seg.count};
+        const Region incoming{BufferId::kScratch, seg.offset, seg.count};
         for (int mask = 1; mask < fold.p; mask *= 2) {
           // Both partners send the whole vector, so the incoming copy lands
           // in scratch and is reduced after the exchange.
@@ -81,13 +92,13 @@ Schedule RecursiveDoublingAllReduce(const ScheduleParams& p) {
 
 Schedule RabenseifnerAllReduce(const ScheduleParams& p) {
   return WithFold(
-      p, [&](int vrank, const Fold& fold, Lane& lane) {
+      p, [&](int vrank, const Fold& fold, const Segment& seg, Lane& lane) {
         struct Level {
           int partner;
           Region keep, give;
         };
         std::vector<Level> levels;
-        size_t lo = 0, hi = p.count;
+        size_t lo = seg.offset, hi = seg.offset + seg.count;
         // Recursive halving: keep one half, hand the other to the partner,
         // reduce the partner's copy of the kept half into place.
         for (int mask = fold.p / 2; mask >= 1; mask /= 2) {

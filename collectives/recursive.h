@@ -13,6 +13,9 @@
 //     doubling: bandwidth-optimal with logarithmic latency, for medium and
 //     large messages.
 //
+// Both pipeline: with `lanes` > 1 each segment of the vector runs the whole
+// algorithm as its own lane.
+//
 // Example:
 //   Schedule s = RabenseifnerAllReduce({.rank = 2, .size = 6, .count = 4096});
 #ifndef RELAY_COLLECTIVES_RECURSIVE_H_
