@@ -1069,8 +1069,13 @@ TEST(ScheduleStepsTest, RecursiveAllReduce) {
       const Schedule rab = BuildSchedule(CollectiveKind::kAllReduce,
                                          Algorithm::kRabenseifner,
                                          Params(r, n, 64, 3, true, false));
-      ASSERT_EQ(rd.lanes.size(), 1u);
-      ASSERT_EQ(rab.lanes.size(), 1u);
+      // Both pipeline: one lane per segment, each the whole algorithm.
+      ASSERT_EQ(rd.lanes.size(), 3u);
+      ASSERT_EQ(rab.lanes.size(), 3u);
+      for (size_t l = 1; l < 3; ++l) {
+        EXPECT_EQ(CommSteps(rd.lanes[l]), CommSteps(rd.lanes[0]));
+        EXPECT_EQ(CommSteps(rab.lanes[l]), CommSteps(rab.lanes[0]));
+      }
       const size_t rd_steps = CommSteps(rd.lanes[0]);
       const size_t rab_steps = CommSteps(rab.lanes[0]);
       if (sits_out) {
