@@ -226,6 +226,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   ctx.sequence = args.sequence;
   ctx.deadline = args.deadline;
   ctx.window = pipeline_depth_;
+  ctx.gate = args.gate;
   return ExecuteSchedule(BuildSchedule(args.kind, algorithm, params),
                          std::move(ctx));
 }

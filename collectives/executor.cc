@@ -74,11 +74,20 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
   // inline completion during posting never deadlocks).
   void Kick() {
     if (kicks_.fetch_add(1, std::memory_order_acq_rel) != 0) return;
+    // The whole drive runs inside the communicator's gate, so an Abort that
+    // closes it waits until this thread has finished (the run completed)
+    // and nothing here touches the buffers after Abort returns.
+    const bool entered = ctx_.gate == nullptr || ctx_.gate->Enter();
     int seen = 1;
     do {
-      Advance();
+      if (entered) {
+        Advance();
+      } else if (!finished_) {
+        Finish(absl::CancelledError("communicator aborted"));
+      }
       seen = kicks_.fetch_sub(seen, std::memory_order_acq_rel) - seen;
     } while (seen != 0);
+    if (entered && ctx_.gate != nullptr) ctx_.gate->Exit();
   }
 
   void Advance() {

@@ -25,6 +25,7 @@
 
 #include "absl/time/time.h"
 #include "collectives/schedule.h"
+#include "runtime/activity_gate.h"
 #include "runtime/buffer.h"
 #include "runtime/request.h"
 #include "runtime/transport.h"
@@ -40,6 +41,9 @@ struct ExecutionContext {
   uint64_t sequence = 0;  // Goes into every tag of this collective.
   absl::Time deadline = absl::InfiniteFuture();
   size_t window = 2;      // Lanes in flight at once.
+  // Local work runs inside it; once closed, the run stops (Cancelled)
+  // without touching the buffers again. May be null.
+  std::shared_ptr<ActivityGate> gate;
 };
 
 Request ExecuteSchedule(Schedule schedule, ExecutionContext context);

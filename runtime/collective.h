@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "runtime/activity_gate.h"
 #include "runtime/buffer.h"
 #include "runtime/data_type.h"
 #include "runtime/request.h"
@@ -95,6 +96,9 @@ struct CollectiveArgs {
   uint64_t sequence = 0;  // Per communicator; the same on every rank.
   absl::Time deadline = absl::InfiniteFuture();
   void* stream = nullptr;
+  // Closed by Communicator::Abort: algorithms do their local work on user
+  // buffers inside it (runtime/activity_gate.h). May be null.
+  std::shared_ptr<ActivityGate> gate;
 };
 
 // Runs collectives as relay's own algorithms over a Transport's

@@ -58,6 +58,7 @@ Communicator::Communicator(TransportFactory& factory,
 Communicator::~Communicator() {
   // Nothing may write into user buffers once the owner thinks it is gone.
   transport_->Abort(absl::CancelledError("communicator destroyed"));
+  gate_->Close();
 }
 
 absl::Status Communicator::CheckUsable() const {
@@ -97,6 +98,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
         transport_->name(), " has no native collectives"));
   }
   args.deadline = DeadlineFor(options);
+  args.gate = gate_;
   // Taken only after validation, so a rejected call leaves no gap.
   args.sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
 
@@ -287,6 +289,9 @@ absl::Status Communicator::Abort(absl::Status reason) {
   }
   transport_->Abort(absl::CancelledError(
       absl::StrCat("communicator aborted: ", reason.message())));
+  // The transport touches no buffer now; wait for algorithms still running
+  // a local copy or reduction on another thread.
+  gate_->Close();
   return absl::OkStatus();
 }
 

@@ -157,6 +157,8 @@ class Communicator {
   const int rank_;
   const int size_;
   const CommunicatorOptions options_;
+  // Closed by Abort: waits out algorithms still writing into user buffers.
+  const std::shared_ptr<ActivityGate> gate_ = std::make_shared<ActivityGate>();
   std::atomic<uint64_t> next_sequence_{0};
   std::atomic<uint64_t> next_split_{0};
   mutable std::mutex mu_;

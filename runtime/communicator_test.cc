@@ -555,6 +555,35 @@ TEST(CommunicatorTest, PeerAbortIsUnavailableNamingTheRank) {
   });
 }
 
+// Verifies that once Abort returns, nothing writes into the buffers of the
+// aborting rank's collectives any more: neither peers (the transport) nor
+// this rank's own algorithm running on another thread (the gate).
+TEST(CommunicatorTest, AbortLeavesBuffersAloneOnceItReturns) {
+  constexpr size_t kCount = 1 << 20;  // 4 MiB: many pipelined segments.
+  for (int round = 0; round < 5; ++round) {
+    RunGroup(4, [&](Communicator& comm) {
+      std::vector<float> in = Values(comm.rank(), kCount);
+      std::vector<float> out(kCount, 0.0f);
+      absl::StatusOr<Request> r =
+          comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+      ASSERT_TRUE(r.ok());
+      if (comm.rank() != 0) {
+        // Peers finish or learn of the loss; either way they return.
+        r->Wait(kWait).IgnoreError();
+        return;
+      }
+      absl::SleepFor(absl::Microseconds(200 * round));
+      ASSERT_TRUE(comm.Abort().ok());
+      ASSERT_TRUE(r->Test());  // Complete (OK or Cancelled) at return.
+      std::fill(out.begin(), out.end(), -7.0f);
+      absl::SleepFor(absl::Milliseconds(20));
+      for (size_t i = 0; i < kCount; i += 4099) {
+        ASSERT_EQ(out[i], -7.0f) << "index " << i << " written after Abort";
+      }
+    });
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Point-to-point.
 
