@@ -195,8 +195,10 @@ Call MakeCall(CollectiveKind kind, const Flags& f, int rank, size_t count,
   switch (kind) {
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kScatter:
-    case CollectiveKind::kAllToAll:
       send_count = count * n;
+      break;
+    case CollectiveKind::kAllToAll:
+      send_count = recv_count = count * n;
       break;
     case CollectiveKind::kAllGather:
     case CollectiveKind::kGather:
