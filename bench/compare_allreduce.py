@@ -2,15 +2,21 @@
 """Sets relay's all_reduce beside Open MPI's, size by size, as ratios.
 
 Reads the JSON files written by bench/collectives (--json) and by
-bench/peers/mpi_collectives (one file per Open MPI algorithm, from
-run_mpi_allreduce.sh --best --json) and prints a Markdown table: relay's
-time and busbw, Open MPI's default and best algorithm, and the ratios the
-foundation issue targets (busbw relay / best MPI; time relay / default MPI).
+bench/peers/mpi_collectives (one file per Open MPI algorithm and round, from
+run_mpi_allreduce.sh --best --json, named *.algK.json) and prints a Markdown
+table: relay's time and busbw, Open MPI's default and best algorithm, and the
+ratios the foundation issue targets (busbw relay / best MPI; time relay /
+default MPI). Every figure is the median over rounds of the better of
+out-of-place and in-place.
 
-Usage: compare_allreduce.py RELAY.json MPI_ALG0.json [MPI_ALG1.json ...]
+Usage: compare_allreduce.py --relay R1.json [R2.json ...]
+                            --mpi M_r1.alg0.json [M_r1.alg1.json ...]
 """
 import json
+import re
+import statistics
 import sys
+from collections import defaultdict
 
 
 def rows(path):
@@ -35,30 +41,45 @@ def best_of(row):
     return best["time_us"], best["busbw"]
 
 
+def medians(paths):
+    """size -> (median time, median busbw) over the files."""
+    times, bws = defaultdict(list), defaultdict(list)
+    for path in paths:
+        for size, row in rows(path).items():
+            t, b = best_of(row)
+            times[size].append(t)
+            bws[size].append(b)
+    return {s: (statistics.median(times[s]), statistics.median(bws[s]))
+            for s in times}
+
+
 def main(argv):
-    if len(argv) < 3:
+    if "--relay" not in argv or "--mpi" not in argv:
         sys.exit(__doc__)
-    relay = rows(argv[1])
-    mpi = [(p, rows(p)) for p in argv[2:]]
-    default = mpi[0][1]
-    print("| size (B) | relay time (us) | MPI default time (us) | time ratio "
+    i, j = argv.index("--relay"), argv.index("--mpi")
+    relay_paths = argv[i + 1:j] if i < j else argv[i + 1:]
+    mpi_paths = argv[j + 1:] if j > i else argv[j + 1:i]
+    relay = medians(relay_paths)
+    by_alg = defaultdict(list)
+    for p in mpi_paths:
+        m = re.search(r"\.alg(\d+)\.json$", p)
+        by_alg[int(m.group(1)) if m else 0].append(p)
+    mpi = {alg: medians(paths) for alg, paths in sorted(by_alg.items())}
+    default = mpi.get(0, next(iter(mpi.values())))
+    print("| size (B) | relay time (us) | MPI default time (us) | time "
           "relay/MPI | relay busbw (GB/s) | MPI best busbw (GB/s) | MPI best "
-          "algorithm | busbw ratio relay/best |")
-    print("|---:|---:|---:|---:|---:|---:|---|---:|")
+          "alg | busbw relay/best |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for size in sorted(relay):
         if size not in default:
             continue
-        rt, rb = best_of(relay[size])
-        dt, _ = best_of(default[size])
-        best_b, best_name = 0.0, "-"
-        for path, table in mpi:
-            if size in table:
-                _, b = best_of(table[size])
-                if b > best_b:
-                    best_b, best_name = b, path.rsplit(".alg", 1)[-1].split(".")[0]
+        rt, rb = relay[size]
+        dt, _ = default[size]
+        best_b, best_alg = max((table[size][1], alg)
+                               for alg, table in mpi.items() if size in table)
         ratio = rb / best_b if best_b > 0 else float("nan")
         print(f"| {size} | {rt:.2f} | {dt:.2f} | {rt / dt:.2f} | {rb:.3f} | "
-              f"{best_b:.3f} | {best_name} | {ratio:.2f} |")
+              f"{best_b:.3f} | {best_alg} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":

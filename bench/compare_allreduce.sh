@@ -9,7 +9,10 @@
 #
 # Example:
 #   bench/compare_allreduce.sh                 # full run, a few minutes
-#   NP="2" ITERS=10 bench/compare_allreduce.sh /tmp/quick
+#   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce.sh /tmp/quick
+#
+# The machines are noisy: relay and Open MPI run alternately, ROUNDS times
+# (default 3), and the table takes each side's median per size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +20,7 @@ out="${1:-bench/results/$(date +%Y-%m-%d)-allreduce-vs-mpi}"
 nps="${NP:-2 4}"
 iters="${ITERS:-20}"
 warmup="${WARMUP:-5}"
+rounds="${ROUNDS:-3}"
 sweep=(-b 8 -e 64M -f 2 -n "$iters" -w "$warmup")
 mkdir -p "$out"
 
@@ -32,26 +36,30 @@ trap 'rm -f "$relay_bin"' EXIT
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- command: bench/compare_allreduce.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup)"
+  echo "- command: bench/compare_allreduce.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds)"
   echo "- relay: bench/collectives --collective all_reduce ${sweep[*]}"
   echo "- Open MPI: bench/peers/run_mpi_allreduce.sh --best ${sweep[*]} (algorithm 0 = default rules)"
   echo
-  echo "Time is the better of out-of-place and in-place, busbw likewise."
+  echo "Each figure is the median over the rounds of the better of out-of-place"
+  echo "and in-place. Open MPI's \"best\" is, per size, its best tuned algorithm"
+  echo "(coll_tuned_allreduce_algorithm 0-6; 0 = its default decision rules)."
 } > "$out/README.md"
 
 for np in $nps; do
-  echo "== relay, $np ranks" >&2
-  "$relay_bin" --collective all_reduce --ranks "$np" "${sweep[@]}" \
-    --json "$out/relay_np$np.json" | tee "$out/relay_np$np.txt" >&2
-  echo "== Open MPI, $np processes" >&2
-  bench/peers/run_mpi_allreduce.sh --best --np "$np" "${sweep[@]}" \
-    --json "$out/mpi_np$np.json" > "$out/mpi_np$np.txt"
+  for ((r = 1; r <= rounds; r++)); do
+    echo "== round $r: relay, $np ranks" >&2
+    "$relay_bin" --collective all_reduce --ranks "$np" "${sweep[@]}" \
+      --json "$out/relay_np${np}_r$r.json" > "$out/relay_np${np}_r$r.txt"
+    echo "== round $r: Open MPI, $np processes" >&2
+    bench/peers/run_mpi_allreduce.sh --best --np "$np" "${sweep[@]}" \
+      --json "$out/mpi_np${np}_r$r.json" > "$out/mpi_np${np}_r$r.txt"
+  done
   {
     echo
     echo "## $np ranks"
     echo
-    bench/compare_allreduce.py "$out/relay_np$np.json" \
-      $(ls "$out"/mpi_np$np.alg*.json | sort -t g -k 3 -n)
+    bench/compare_allreduce.py --relay "$out"/relay_np${np}_r*.json \
+      --mpi "$out"/mpi_np${np}_r*.alg*.json
   } >> "$out/README.md"
 done
 cat "$out/README.md"
