@@ -62,6 +62,7 @@ Communicator::~Communicator() {
 }
 
 absl::Status Communicator::CheckUsable() const {
+  if (!aborted_flag_.load(std::memory_order_acquire)) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   if (!aborted_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -74,7 +75,7 @@ absl::Time Communicator::DeadlineFor(const CollectiveOptions& options) const {
   const absl::Duration timeout = options.timeout > absl::ZeroDuration()
                                      ? options.timeout
                                      : options_.default_timeout;
-  return absl::Now() + timeout;
+  return FastNow() + timeout;
 }
 
 absl::StatusOr<Request> Communicator::StartCollective(
@@ -229,6 +230,12 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
         op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));
   }
   const absl::Time deadline = DeadlineFor(options);
+  if (ops.size() == 1) {  // Send and Recv: no vector, no joint request.
+    const P2POp& op = ops.front();
+    return op.kind == P2POp::Kind::kSend
+               ? transport_->Isend(op.peer, UserTag(op.tag), op.send, deadline)
+               : transport_->Irecv(op.peer, UserTag(op.tag), op.recv, deadline);
+  }
   std::vector<Request> posted;
   posted.reserve(ops.size());
   for (const P2POp& op : ops) {
@@ -286,6 +293,7 @@ absl::Status Communicator::Abort(absl::Status reason) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!aborted_.ok()) return absl::OkStatus();
     aborted_ = reason;
+    aborted_flag_.store(true, std::memory_order_release);
   }
   transport_->Abort(absl::CancelledError(
       absl::StrCat("communicator aborted: ", reason.message())));

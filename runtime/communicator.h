@@ -36,11 +36,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include <mutex>
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
@@ -161,6 +161,7 @@ class Communicator {
   const std::shared_ptr<ActivityGate> gate_ = std::make_shared<ActivityGate>();
   std::atomic<uint64_t> next_sequence_{0};
   std::atomic<uint64_t> next_split_{0};
+  std::atomic<bool> aborted_flag_{false};  // aborted_ is set (hot-path check).
   mutable std::mutex mu_;
   absl::Status aborted_;
 };

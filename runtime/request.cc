@@ -55,7 +55,7 @@ absl::Status RequestState::Wait(absl::Time deadline) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const auto until_deadline = absl::ToChronoNanoseconds(
-      std::max(absl::ZeroDuration(), deadline - absl::Now()));
+      std::max(absl::ZeroDuration(), deadline - FastNow()));
   const Clock::time_point spin_until =
       start + std::min(kSpinBudget, until_deadline);
   const Clock::time_point yield_until =
@@ -125,7 +125,7 @@ absl::Status Request::Wait() {
 
 absl::Status Request::Wait(absl::Duration timeout) {
   if (!state_) return absl::FailedPreconditionError("Wait on an empty Request");
-  return state_->Wait(absl::Now() + timeout);
+  return state_->Wait(FastNow() + timeout);
 }
 
 bool Request::Test() {

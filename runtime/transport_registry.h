@@ -14,13 +14,13 @@
 #define RELAY_RUNTIME_TRANSPORT_REGISTRY_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include <mutex>
 #include "runtime/transport.h"
 
 namespace relay {

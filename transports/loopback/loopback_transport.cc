@@ -1,13 +1,13 @@
 #include "transports/loopback/loopback_transport.h"
 
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
-#include <limits>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
+#include <mutex>
 #include <string>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -17,7 +17,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include <mutex>
 
 namespace relay {
 namespace {
