@@ -1,5 +1,7 @@
 #include "transports/loopback/loopback_transport.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -7,7 +9,6 @@
 #include <limits>
 #include <mutex>
 #include <string>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
