@@ -11,6 +11,10 @@
 //
 // Exit status: 0 if every checked row was right, 1 if any was wrong or a
 // call failed, 2 for bad flags.
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +55,9 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      linear, pairwise, dissemination, native (default auto)
   --root R           root of rooted collectives (default 0)
   --timeout SECONDS  per-operation timeout (default 120)
+  --bind auto|core|none
+                     pin rank r's thread to core r % cores; auto (default)
+                     pins when ranks <= cores, as mpirun binds by default
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -69,6 +76,7 @@ struct Flags {
   Algorithm algorithm = Algorithm::kAuto;
   absl::Duration timeout = absl::Seconds(120);
   std::string json;
+  std::string bind = "auto";
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -130,6 +138,11 @@ Flags ParseFlags(int argc, char** argv) {
       f.algorithm = ParseOr2(flag, ParseAlgorithm(v));
     } else if (flag == "--timeout") {
       f.timeout = absl::Seconds(ParseInt(flag, v, 1));
+    } else if (flag == "--bind") {
+      if (v != "auto" && v != "core" && v != "none") {
+        BadFlag("--bind wants auto, core or none");
+      }
+      f.bind = v;
     } else if (flag == "--json") {
       f.json = v;
     } else {
@@ -384,17 +397,26 @@ int Main(int argc, char** argv) {
     o.comments = {
         absl::StrCat("relay ", CollectiveName(kind), ": ", f.ranks,
                      " ranks, transport ", f.transport, ", algorithm ",
-                     AlgorithmName(f.algorithm)),
+                     AlgorithmName(f.algorithm), ", bind ", f.bind),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
     reporters.emplace_back(o);
   }
 
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const bool bind =
+      f.bind == "core" || (f.bind == "auto" && cores > 0 && f.ranks <= cores);
   auto store = std::make_shared<InMemoryStore>();
   std::vector<absl::Status> results(f.ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < f.ranks; ++r) {
     threads.emplace_back([&, r] {
+      if (bind) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(r % std::max(cores, 1), &set);
+        pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+      }
       CommunicatorConfig config;
       config.rank = r;
       config.size = f.ranks;

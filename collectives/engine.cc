@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "collectives/direct.h"
 #include "collectives/executor.h"
 #include "collectives/linear.h"
 #include "collectives/recursive.h"
@@ -197,6 +198,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
         CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
         "' does not implement it"));
   }
+  if (algorithm == Algorithm::kDirect) return StartDirect(transport, args);
   const DataType dtype = DataTypeOfCall(args);
 
   ScheduleParams params;

@@ -14,18 +14,21 @@ namespace relay {
 
 const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind) {
   // Looked up on every call: static vectors, no hashing.
+  // kDirect runs every collective, on transports with a shared address
+  // space only (ChooseAlgorithm and the communicator check that).
   static const auto* all_reduce = new std::vector<Algorithm>{
       Algorithm::kRing, Algorithm::kRecursiveDoubling,
-      Algorithm::kRabenseifner};
-  static const auto* ring = new std::vector<Algorithm>{Algorithm::kRing};
-  static const auto* tree =
-      new std::vector<Algorithm>{Algorithm::kBinomialTree};
+      Algorithm::kRabenseifner, Algorithm::kDirect};
+  static const auto* ring =
+      new std::vector<Algorithm>{Algorithm::kRing, Algorithm::kDirect};
+  static const auto* tree = new std::vector<Algorithm>{
+      Algorithm::kBinomialTree, Algorithm::kDirect};
   static const auto* tree_or_linear = new std::vector<Algorithm>{
-      Algorithm::kBinomialTree, Algorithm::kLinear};
-  static const auto* pairwise =
-      new std::vector<Algorithm>{Algorithm::kPairwise};
-  static const auto* dissemination =
-      new std::vector<Algorithm>{Algorithm::kDissemination};
+      Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kDirect};
+  static const auto* pairwise = new std::vector<Algorithm>{
+      Algorithm::kPairwise, Algorithm::kDirect};
+  static const auto* dissemination = new std::vector<Algorithm>{
+      Algorithm::kDissemination, Algorithm::kDirect};
   switch (kind) {
     case CollectiveKind::kAllReduce: return *all_reduce;
     case CollectiveKind::kAllGather:
@@ -38,6 +41,11 @@ const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind) {
     case CollectiveKind::kBarrier: return *dissemination;
   }
   return *dissemination;
+}
+
+bool IsScheduled(Algorithm algorithm) {
+  return algorithm != Algorithm::kDirect && algorithm != Algorithm::kAuto &&
+         algorithm != Algorithm::kNative;
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
@@ -85,6 +93,16 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       return (n - 1) * alpha + (n - 1) / n * S * beta;
     case Algorithm::kDissemination:
       return log_n * alpha;
+    case Algorithm::kDirect: {
+      if (!caps.shared_address_space) break;
+      // One thread reads every input and writes every output: about n S
+      // each way for the reductions and all_gather-like kinds.
+      const double traffic = kind == CollectiveKind::kAllReduce ||
+                                     kind == CollectiveKind::kAllGather
+                                 ? 2 * n * S
+                                 : 2 * S;
+      return alpha + traffic * beta;
+    }
     case Algorithm::kAuto:
     case Algorithm::kNative:
       break;

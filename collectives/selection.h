@@ -34,6 +34,8 @@ namespace relay {
 // relay's own algorithms for `kind`.
 const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind);
 bool Implements(Algorithm algorithm, CollectiveKind kind);
+// Whether the algorithm runs as a Schedule (everything but kDirect).
+bool IsScheduled(Algorithm algorithm);
 
 // Modelled time in microseconds; `bytes` is the nccl-tests size S.
 double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,

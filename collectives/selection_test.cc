@@ -3,6 +3,7 @@
 #include "collectives/selection.h"
 
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,7 @@ TransportCapabilities LoopbackLike() {
   TransportCapabilities caps;
   caps.host_memory = true;
   caps.fused_recv_reduce = true;
+  caps.shared_address_space = true;
   caps.latency_us = 1.0;
   caps.bandwidth_gbps = 10.0;
   return caps;
@@ -75,12 +77,20 @@ TEST(SelectionTest, Implements) {
   }
 }
 
-// Verifies that on 8 loopback-like ranks the cost model picks recursive
-// doubling for an 8-byte all_reduce and a bandwidth-optimal algorithm (ring
-// or Rabenseifner) for 64 MB.
+// Verifies that on 8 loopback-like ranks the cost model picks the direct
+// algorithm for an 8-byte all_reduce (one hand-off instead of three rounds;
+// recursive doubling without a shared address space) and a
+// bandwidth-optimal algorithm (ring or Rabenseifner) for 64 MB.
 TEST(SelectionTest, ChooseAlgorithmBySize) {
-  const TransportCapabilities caps = LoopbackLike();
+  TransportCapabilities caps = LoopbackLike();
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, caps),
+            Algorithm::kDirect);
+  TransportCapabilities apart = caps;
+  apart.shared_address_space = false;
+  EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, apart),
+            Algorithm::kRecursiveDoubling);
+  // On 2 ranks both take one hand-off; recursive doubling moves less.
+  EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 2, caps),
             Algorithm::kRecursiveDoubling);
   const Algorithm large =
       ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20, 8, caps);
@@ -106,6 +116,23 @@ TEST(SelectionTest, ChooseAlgorithmIsCheapestImplementation) {
       }
     }
   }
+}
+
+// Verifies that the direct algorithm is never chosen, and costs infinity,
+// where ranks do not share an address space.
+TEST(SelectionTest, DirectNeedsASharedAddressSpace) {
+  TransportCapabilities caps = LoopbackLike();
+  caps.shared_address_space = false;
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    EXPECT_TRUE(Implements(Algorithm::kDirect, kind));
+    EXPECT_FALSE(IsScheduled(Algorithm::kDirect));
+    for (size_t bytes : {size_t{8}, size_t{1} << 20}) {
+      EXPECT_NE(ChooseAlgorithm(kind, bytes, 4, caps), Algorithm::kDirect);
+    }
+  }
+  EXPECT_EQ(EstimateMicros(Algorithm::kDirect, CollectiveKind::kAllReduce, 8,
+                           4, caps),
+            std::numeric_limits<double>::infinity());
 }
 
 // Verifies that EstimateMicros is finite, non-negative and never decreases as

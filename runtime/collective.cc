@@ -55,6 +55,7 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
     case Algorithm::kLinear: return "linear";
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kDissemination: return "dissemination";
+    case Algorithm::kDirect: return "direct";
   }
   return "invalid";
 }
@@ -65,13 +66,13 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
        {Algorithm::kAuto, Algorithm::kNative, Algorithm::kRing,
         Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
         Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kPairwise,
-        Algorithm::kDissemination}) {
+        Algorithm::kDissemination, Algorithm::kDirect}) {
     if (n == AlgorithmName(a)) return a;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown algorithm '", name,
       "' (expected auto, native, ring, recursive_doubling, rabenseifner, "
-      "binomial, linear, pairwise or dissemination)"));
+      "binomial, linear, pairwise, dissemination or direct)"));
 }
 
 bool IsRooted(CollectiveKind kind) {

@@ -66,6 +66,9 @@ enum class Algorithm : uint8_t {
   kLinear,              // gather, scatter (root talks to every rank).
   kPairwise,            // all_to_all.
   kDissemination,       // barrier.
+  kDirect,              // Every collective, on transports whose ranks share
+                        // an address space: one rendezvous, buffers read in
+                        // place (collectives/direct.h). Small messages.
 };
 
 const std::vector<CollectiveKind>& AllCollectiveKinds();

@@ -89,6 +89,11 @@ absl::StatusOr<Request> Communicator::StartCollective(
   args.stream = options.stream;
   const TransportCapabilities caps = transport_->capabilities();
   RELAY_RETURN_IF_ERROR(ValidateCollective(args, rank_, size_, caps));
+  if (args.algorithm == Algorithm::kDirect && !caps.shared_address_space) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveName(args.kind), ": algorithm 'direct' needs ranks that "
+        "share an address space, which ", transport_->name(), " lacks"));
+  }
   if (args.algorithm != Algorithm::kNative) {
     RELAY_RETURN_IF_ERROR(engine_.Supports(args.kind, args.algorithm));
   } else if (!caps.native_collectives) {

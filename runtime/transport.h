@@ -37,11 +37,13 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
 #include "runtime/request.h"
@@ -60,6 +62,9 @@ struct TransportCapabilities {
   bool device_memory = false;
   bool fused_recv_reduce = false;   // IrecvReduce is implemented.
   bool native_collectives = false;  // Collective() is implemented.
+  // Every rank's memory is addressable from every rank (threads of one
+  // process): Rendezvous() is implemented.
+  bool shared_address_space = false;
   // Cost model inputs (alpha-beta): per-message latency and per-link
   // bandwidth, used to pick algorithms by message size and rank count.
   double latency_us = 5.0;
@@ -88,6 +93,23 @@ class Transport {
     (void)peer, (void)tag, (void)local, (void)dst, (void)reduce, (void)deadline;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no fused receive-and-reduce"));
+  }
+
+  // For transports whose ranks share an address space: every rank of the
+  // group calls Rendezvous with the same tag and a pointer to its own
+  // operation record; the last rank to arrive runs its `combine` with every
+  // rank's pointer, in rank order, on its own thread, and then every rank's
+  // request completes. Algorithms for small messages use it to read and
+  // write their peers' buffers in place: one hand-off per operation instead
+  // of one per step. Each rank's `combine` (and what it owns) is kept until
+  // the rendezvous completes; all ranks must pass equivalent ones.
+  using CombineFn = absl::AnyInvocable<void(absl::Span<const void* const>)>;
+  virtual absl::StatusOr<Request> Rendezvous(Tag tag, const void* mine,
+                                             CombineFn combine,
+                                             absl::Time deadline) {
+    (void)tag, (void)mine, (void)combine, (void)deadline;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " has no shared-address-space rendezvous"));
   }
 
   // A native implementation of the collective described by `args`.

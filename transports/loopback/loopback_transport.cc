@@ -100,6 +100,49 @@ class LoopbackFabric {
     Deliver(src, dst, send, recv);
   }
 
+  // Transport::Rendezvous for `rank`. The last to arrive runs its combine
+  // with every rank's pointer; the work counts as a delivery for every rank,
+  // so an Abort waits until it is over.
+  void Rendezvous(int rank, Tag tag, const void* mine,
+                  Transport::CombineFn combine,
+                  std::shared_ptr<RequestState> request) {
+    Gathering done;
+    {
+      std::lock_guard<std::mutex> lock(rendezvous_mu_);
+      for (int r = 0; r < size(); ++r) {
+        absl::Status lost = LostStatus(rank, r);
+        if (!lost.ok()) {
+          request->Complete(std::move(lost));
+          return;
+        }
+      }
+      Gathering& g = gatherings_[tag];
+      if (g.requests.empty()) {
+        g.pointers.resize(size());
+        g.requests.resize(size());
+        g.combines.resize(size());
+      }
+      g.pointers[rank] = mine;
+      g.requests[rank] = std::move(request);
+      g.combines[rank] = std::move(combine);
+      if (++g.arrived < size()) return;
+      done = std::move(g);
+      gatherings_.erase(tag);
+      for (int r = 0; r < size(); ++r) {
+        lost_[r]->deliveries.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    done.combines[rank](absl::MakeConstSpan(done.pointers));
+    std::vector<DoneCallbacks> callbacks(done.requests.size());
+    for (size_t r = 0; r < done.requests.size(); ++r) {
+      done.requests[r]->MarkDone(absl::OkStatus(), &callbacks[r]);
+    }
+    for (int r = 0; r < size(); ++r) EndDelivery(r);
+    for (DoneCallbacks& cbs : callbacks) {
+      for (DoneCallback& cb : cbs) std::move(cb)(absl::OkStatus());
+    }
+  }
+
   // Runs on a thread of `rank` that is waiting: does the copies handed to
   // it, and takes back its own hand-offs that their receivers left alone.
   bool Progress(int rank) {
@@ -195,6 +238,20 @@ class LoopbackFabric {
         }
       }
     }
+    // A rendezvous cannot complete without this rank: fail every one.
+    std::vector<Gathering> broken;
+    {
+      std::lock_guard<std::mutex> lock(rendezvous_mu_);
+      for (auto& [tag, g] : gatherings_) broken.push_back(std::move(g));
+      gatherings_.clear();
+    }
+    for (Gathering& g : broken) {
+      for (size_t r = 0; r < g.requests.size(); ++r) {
+        if (g.requests[r] == nullptr) continue;
+        g.requests[r]->Complete(static_cast<int>(r) == rank ? reason
+                                                            : peer_error);
+      }
+    }
     for (Handoff& h : dropped) {
       h.recv.request->Complete(h.dst == rank ? reason : peer_error);
       h.send.request->Complete(h.src == rank ? reason : peer_error);
@@ -254,6 +311,13 @@ class LoopbackFabric {
     PendingRecv recv;
     int64_t since_ns;
     int dst = -1;  // Filled in when dropped by Abort.
+  };
+  // One Rendezvous in progress: what each rank has brought so far.
+  struct Gathering {
+    int arrived = 0;
+    std::vector<const void*> pointers;
+    std::vector<std::shared_ptr<RequestState>> requests;
+    std::vector<Transport::CombineFn> combines;
   };
   struct Mailbox {
     std::mutex mu;
@@ -356,6 +420,8 @@ class LoopbackFabric {
 
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // By destination rank.
   std::vector<std::unique_ptr<LostRank>> lost_;
+  std::mutex rendezvous_mu_;
+  absl::flat_hash_map<Tag, Gathering> gatherings_;  // Guarded by it.
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
 
@@ -394,6 +460,7 @@ TransportCapabilities LoopbackTransport::capabilities() const {
   TransportCapabilities caps;
   caps.host_memory = true;
   caps.fused_recv_reduce = true;
+  caps.shared_address_space = true;
   // A hand-off between threads, and one memory copy.
   caps.latency_us = 1.0;
   caps.bandwidth_gbps = 10.0;
@@ -450,6 +517,18 @@ absl::StatusOr<Request> LoopbackTransport::PostRecv(int peer, Tag tag,
   if (absl::Status s = CheckPeer(peer, size()); !s.ok()) return s;
   auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
   fabric_->Recv(peer, rank_, tag, {local, dst, reduce, request});
+  return Request(std::move(request));
+}
+
+absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
+                                                      const void* mine,
+                                                      CombineFn combine,
+                                                      absl::Time deadline) {
+  if (combine == nullptr) {
+    return absl::InvalidArgumentError("Rendezvous: null combine function");
+  }
+  auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
+  fabric_->Rendezvous(rank_, tag, mine, std::move(combine), request);
   return Request(std::move(request));
 }
 

@@ -58,6 +58,9 @@ class LoopbackTransport final : public Transport {
                                       Buffer dst, ReduceFn reduce,
                                       absl::Time deadline) override;
   bool Progress() override;
+  absl::StatusOr<Request> Rendezvous(Tag tag, const void* mine,
+                                     CombineFn combine,
+                                     absl::Time deadline) override;
   void Abort(absl::Status reason) override;
 
  private:

@@ -640,3 +640,57 @@ TEST(LoopbackTransportTest, AbortFailsHandedOffCopies) {
 
 }  // namespace
 }  // namespace relay
+
+namespace relay {
+namespace {
+
+// Verifies that Rendezvous runs exactly one combine, with every rank's
+// pointer in rank order, and completes every rank's request after it.
+TEST(LoopbackTransportTest, RendezvousCombinesOnceInRankOrder) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 3);
+  ASSERT_NE(t[2], nullptr);
+  int values[3] = {10, 20, 30};
+  std::atomic<int> combines{0};
+  std::vector<int> seen;
+  std::vector<Request> requests(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<Request> req = t[r]->Rendezvous(
+          UserTag(5), &values[r],
+          [&](absl::Span<const void* const> all) {
+            ++combines;
+            for (const void* p : all) seen.push_back(*static_cast<const int*>(p));
+          },
+          Deadline());
+      ASSERT_TRUE(req.ok());
+      requests[r] = *std::move(req);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (Request& r : requests) EXPECT_TRUE(r.Wait(kWait).ok());
+  EXPECT_EQ(combines.load(), 1);
+  EXPECT_EQ(seen, (std::vector<int>{10, 20, 30}));
+}
+
+// Verifies that a rendezvous missing a rank that aborts fails on every rank
+// that arrived, and later arrivals fail at once.
+TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 3);
+  ASSERT_NE(t[2], nullptr);
+  int value = 1;
+  auto noop = [](absl::Span<const void* const>) {};
+  absl::StatusOr<Request> r0 = t[0]->Rendezvous(UserTag(1), &value, noop, Deadline());
+  ASSERT_TRUE(r0.ok());
+  EXPECT_FALSE(r0->Test());
+  t[2]->Abort(absl::CancelledError("gone"));
+  EXPECT_TRUE(absl::IsUnavailable(r0->Wait(kWait)));
+  absl::StatusOr<Request> r1 = t[1]->Rendezvous(UserTag(1), &value, noop, Deadline());
+  ASSERT_TRUE(r1.ok());
+  EXPECT_TRUE(absl::IsUnavailable(r1->Wait(kWait)));
+}
+
+}  // namespace
+}  // namespace relay
