@@ -24,5 +24,35 @@ INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackConformanceTest,
                          ConformanceCaseName<
                              ::testing::TestParamInfo<ConformanceCase>>);
 
+// The same suite with fused receive-and-reduce and the shared address space
+// turned off: the executor's receive-then-reduce fallback and the cost model
+// without direct algorithms, as transports without them will run.
+class LoopbackPlainConformanceTest
+    : public ::testing::TestWithParam<ConformanceCase> {};
+
+// Verifies that every rank's result matches the reference exactly.
+TEST_P(LoopbackPlainConformanceTest, MatchesReference) {
+  static LoopbackTransportFactory factory(LoopbackOptions{false, false});
+  static ScheduleEngine engine;
+  absl::Status status = RunConformanceCase(GetParam(), factory, engine);
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+std::vector<ConformanceCase> PlainCases() {
+  std::vector<ConformanceCase> out;
+  for (ConformanceCase c : ConformanceCases(8)) {
+    if (c.algorithm == Algorithm::kDirect) continue;
+    // Reductions exercise the fallback; the rest just need a sample.
+    if (!IsReduction(c.kind) && c.size != 5) continue;
+    out.push_back(c);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackPlainConformanceTest,
+                         ::testing::ValuesIn(PlainCases()),
+                         ConformanceCaseName<
+                             ::testing::TestParamInfo<ConformanceCase>>);
+
 }  // namespace
 }  // namespace relay

@@ -447,8 +447,8 @@ class LoopbackRequest final : public RequestState {
 bool LoopbackTransport::Progress() { return fabric_->Progress(rank_); }
 
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric,
-                                     int rank)
-    : fabric_(std::move(fabric)), rank_(rank) {}
+                                     int rank, LoopbackOptions options)
+    : fabric_(std::move(fabric)), rank_(rank), options_(options) {}
 
 LoopbackTransport::~LoopbackTransport() {
   fabric_->Abort(rank_, absl::CancelledError("loopback transport destroyed"));
@@ -459,8 +459,8 @@ int LoopbackTransport::size() const { return fabric_->size(); }
 TransportCapabilities LoopbackTransport::capabilities() const {
   TransportCapabilities caps;
   caps.host_memory = true;
-  caps.fused_recv_reduce = true;
-  caps.shared_address_space = true;
+  caps.fused_recv_reduce = options_.fused_recv_reduce;
+  caps.shared_address_space = options_.shared_address_space;
   // A hand-off between threads, and one memory copy.
   caps.latency_us = 1.0;
   caps.bandwidth_gbps = 10.0;
@@ -499,6 +499,9 @@ absl::StatusOr<Request> LoopbackTransport::IrecvReduce(int peer, Tag tag,
                                                        Buffer dst,
                                                        ReduceFn reduce,
                                                        absl::Time deadline) {
+  if (!options_.fused_recv_reduce) {
+    return Transport::IrecvReduce(peer, tag, local, dst, reduce, deadline);
+  }
   if (reduce == nullptr) {
     return absl::InvalidArgumentError("IrecvReduce: null reduce function");
   }
@@ -524,6 +527,9 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
                                                       const void* mine,
                                                       CombineFn combine,
                                                       absl::Time deadline) {
+  if (!options_.shared_address_space) {
+    return Transport::Rendezvous(tag, mine, std::move(combine), deadline);
+  }
   if (combine == nullptr) {
     return absl::InvalidArgumentError("Rendezvous: null combine function");
   }
@@ -613,7 +619,8 @@ LoopbackTransportFactory::Connect(const TransportConfig& config) {
     }
   }
   return std::unique_ptr<Transport>(
-      std::make_unique<LoopbackTransport>(std::move(fabric), config.rank));
+      std::make_unique<LoopbackTransport>(std::move(fabric), config.rank,
+                                          options_));
 }
 
 }  // namespace relay

@@ -40,9 +40,17 @@ namespace relay {
 
 class LoopbackFabric;
 
+// Capabilities a loopback group may turn off, so that the algorithms' paths
+// for transports without them (their fallbacks) run in tests too.
+struct LoopbackOptions {
+  bool fused_recv_reduce = true;     // IrecvReduce.
+  bool shared_address_space = true;  // Rendezvous (direct algorithms).
+};
+
 class LoopbackTransport final : public Transport {
  public:
-  LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank);
+  LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric, int rank,
+                    LoopbackOptions options = {});
   ~LoopbackTransport() override;
 
   absl::string_view name() const override { return "loopback"; }
@@ -70,13 +78,19 @@ class LoopbackTransport final : public Transport {
 
   std::shared_ptr<LoopbackFabric> fabric_;
   const int rank_;
+  const LoopbackOptions options_;
 };
 
 class LoopbackTransportFactory final : public TransportFactory {
  public:
+  explicit LoopbackTransportFactory(LoopbackOptions options = {})
+      : options_(options) {}
   absl::string_view name() const override { return "loopback"; }
   absl::StatusOr<std::unique_ptr<Transport>> Connect(
       const TransportConfig& config) override;
+
+ private:
+  const LoopbackOptions options_;
 };
 
 }  // namespace relay
