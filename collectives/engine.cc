@@ -229,6 +229,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   ctx.deadline = args.deadline;
   ctx.window = pipeline_depth_;
   ctx.gate = args.gate;
+  ctx.on_failure = args.on_failure;
   return ExecuteSchedule(BuildSchedule(args.kind, algorithm, params),
                          std::move(ctx));
 }

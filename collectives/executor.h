@@ -44,6 +44,8 @@ struct ExecutionContext {
   // Local work runs inside it; once closed, the run stops (Cancelled)
   // without touching the buffers again. May be null.
   std::shared_ptr<ActivityGate> gate;
+  // Called before the request completes with an error (CollectiveArgs).
+  std::function<void(const absl::Status&)> on_failure;
 };
 
 Request ExecuteSchedule(Schedule schedule, ExecutionContext context);

@@ -29,6 +29,7 @@
 #define RELAY_RUNTIME_COLLECTIVE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -102,6 +103,10 @@ struct CollectiveArgs {
   // Closed by Communicator::Abort: algorithms do their local work on user
   // buffers inside it (runtime/activity_gate.h). May be null.
   std::shared_ptr<ActivityGate> gate;
+  // Called by an algorithm that fails with messages still in flight, before
+  // its request completes: the communicator aborts, which retires them, so
+  // the caller may free the buffers once Wait returns. May be empty.
+  std::function<void(const absl::Status&)> on_failure;
 };
 
 // Runs collectives as relay's own algorithms over a Transport's

@@ -61,14 +61,19 @@ Communicator::~Communicator() {
   gate_->Close();
 }
 
+bool Communicator::AbortRecord::Set(absl::Status why) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (set.load(std::memory_order_relaxed)) return false;
+  reason = std::move(why);
+  set.store(true, std::memory_order_release);
+  return true;
+}
+
 absl::Status Communicator::CheckUsable() const {
-  if (!aborted_flag_.load(std::memory_order_acquire)) return absl::OkStatus();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!aborted_.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "communicator was aborted: ", aborted_.message()));
-  }
-  return absl::OkStatus();
+  if (!abort_->set.load(std::memory_order_acquire)) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(abort_->mu);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "communicator was aborted: ", abort_->reason.message()));
 }
 
 absl::Time Communicator::DeadlineFor(const CollectiveOptions& options) const {
@@ -105,6 +110,13 @@ absl::StatusOr<Request> Communicator::StartCollective(
   }
   args.deadline = DeadlineFor(options);
   args.gate = gate_;
+  args.on_failure = [record = abort_,
+                     transport = transport_](const absl::Status& why) {
+    if (record->Set(why)) {
+      transport->Abort(absl::CancelledError(
+          absl::StrCat("communicator failed: ", why.message())));
+    }
+  };
   // Taken only after validation, so a rejected call leaves no gap.
   args.sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
 
@@ -294,14 +306,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
 
 absl::Status Communicator::Abort(absl::Status reason) {
   if (reason.ok()) reason = absl::CancelledError("aborted");
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!aborted_.ok()) return absl::OkStatus();
-    aborted_ = reason;
-    aborted_flag_.store(true, std::memory_order_release);
-  }
-  transport_->Abort(absl::CancelledError(
-      absl::StrCat("communicator aborted: ", reason.message())));
+  const std::string why(reason.message());
+  abort_->Set(std::move(reason));
+  // Both steps are idempotent, and both are needed even when a failed
+  // collective already aborted the transport: the gate is closed here only.
+  transport_->Abort(
+      absl::CancelledError(absl::StrCat("communicator aborted: ", why)));
   // The transport touches no buffer now; wait for algorithms still running
   // a local copy or reduction on another thread.
   gate_->Close();

@@ -11,10 +11,15 @@
 // mix messages. Point-to-point messages between two ranks on one tag arrive
 // in the order sent.
 //
-// Errors. After an operation fails (Unavailable, DeadlineExceeded), Abort the
-// communicator before freeing the buffers of operations still in flight.
-// Abort fails every pending request with Cancelled and returns promptly;
-// later calls return FailedPrecondition.
+// Errors. A collective that fails (a peer lost, a size mismatch) aborts the
+// communicator before its request completes: its messages still in flight
+// are retired, the other pending requests fail, peers learn of it, and
+// later calls return FailedPrecondition; the communicator cannot be trusted
+// after a failed collective (as with NCCL and Gloo). A Wait that returns
+// DeadlineExceeded leaves its operation in flight: wait again, or Abort
+// before freeing its buffers. Abort fails every pending request with
+// Cancelled, waits for work still touching their buffers, and returns
+// promptly.
 //
 // Lifetime and ownership. Created by relay::CreateCommunicator (//:relay) or
 // Split(). The communicator owns its transport and shares it with requests in
@@ -161,9 +166,16 @@ class Communicator {
   const std::shared_ptr<ActivityGate> gate_ = std::make_shared<ActivityGate>();
   std::atomic<uint64_t> next_sequence_{0};
   std::atomic<uint64_t> next_split_{0};
-  std::atomic<bool> aborted_flag_{false};  // aborted_ is set (hot-path check).
-  mutable std::mutex mu_;
-  absl::Status aborted_;
+  // Why the communicator stopped working, shared with the failure hooks of
+  // operations in flight (which may outlive a call, never the transport).
+  struct AbortRecord {
+    std::atomic<bool> set{false};  // reason is non-OK (hot-path check).
+    std::mutex mu;
+    absl::Status reason;  // Guarded by mu.
+    // Records `why` unless already aborted; true if this call did.
+    bool Set(absl::Status why);
+  };
+  const std::shared_ptr<AbortRecord> abort_ = std::make_shared<AbortRecord>();
 };
 
 }  // namespace relay

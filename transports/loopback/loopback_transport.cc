@@ -70,32 +70,36 @@ class LoopbackFabric {
   void Send(int src, int dst, Tag tag, PendingSend send) {
     Mailbox& box = *mailboxes_[dst];
     PendingRecv recv;
+    absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
       std::lock_guard<std::mutex> lock(box.mu);
-      if (absl::Status lost = LostStatus(/*self=*/src, /*peer=*/dst);
-          !lost.ok()) {
-        send.request->Complete(std::move(lost));
-        return;
-      }
-      auto it = box.recvs.find(Key{src, tag});
-      if (it == box.recvs.end()) {
-        box.sends[Key{src, tag}].push_back(std::move(send));
-        return;
-      }
-      recv = std::move(it->second.front());
-      it->second.erase(it->second.begin());
-      if (it->second.empty()) box.recvs.erase(it);
-      BeginDelivery(src, dst);
-      if (send.data.bytes() >= kHandoffBytes) {
-        const int64_t now = NowNs();
-        if (now - box.last_poll_ns.load(std::memory_order_relaxed) <
-            kPollWindowNs) {
-          box.handoffs.push_back({src, std::move(send), std::move(recv), now});
-          box.handoff_count.fetch_add(1, std::memory_order_release);
-          lost_[src]->handoffs_out.fetch_add(1, std::memory_order_relaxed);
+      lost = LostStatus(/*self=*/src, /*peer=*/dst);
+      if (lost.ok()) {
+        auto it = box.recvs.find(Key{src, tag});
+        if (it == box.recvs.end()) {
+          box.sends[Key{src, tag}].push_back(std::move(send));
           return;
         }
+        recv = std::move(it->second.front());
+        it->second.erase(it->second.begin());
+        if (it->second.empty()) box.recvs.erase(it);
+        BeginDelivery(src, dst);
+        if (send.data.bytes() >= kHandoffBytes) {
+          const int64_t now = NowNs();
+          if (now - box.last_poll_ns.load(std::memory_order_relaxed) <
+              kPollWindowNs) {
+            box.handoffs.push_back(
+                {src, std::move(send), std::move(recv), now});
+            box.handoff_count.fetch_add(1, std::memory_order_release);
+            lost_[src]->handoffs_out.fetch_add(1, std::memory_order_relaxed);
+            return;
+          }
+        }
       }
+    }
+    if (!lost.ok()) {
+      send.request->Complete(std::move(lost));
+      return;
     }
     Deliver(src, dst, send, recv);
   }
@@ -107,30 +111,33 @@ class LoopbackFabric {
                   Transport::CombineFn combine,
                   std::shared_ptr<RequestState> request) {
     Gathering done;
+    absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
+      // One critical section for the check and the arrival, so an Abort's
+      // sweep either sees this arrival or this arrival sees the loss.
       std::lock_guard<std::mutex> lock(rendezvous_mu_);
-      for (int r = 0; r < size(); ++r) {
-        absl::Status lost = LostStatus(rank, r);
-        if (!lost.ok()) {
-          request->Complete(std::move(lost));
-          return;
+      for (int r = 0; r < size() && lost.ok(); ++r) lost = LostStatus(rank, r);
+      if (lost.ok()) {
+        Gathering& g = gatherings_[tag];
+        if (g.requests.empty()) {
+          g.pointers.resize(size());
+          g.requests.resize(size());
+          g.combines.resize(size());
+        }
+        g.pointers[rank] = mine;
+        g.requests[rank] = std::move(request);
+        g.combines[rank] = std::move(combine);
+        if (++g.arrived < size()) return;
+        done = std::move(g);
+        gatherings_.erase(tag);
+        for (int r = 0; r < size(); ++r) {
+          lost_[r]->deliveries.fetch_add(1, std::memory_order_relaxed);
         }
       }
-      Gathering& g = gatherings_[tag];
-      if (g.requests.empty()) {
-        g.pointers.resize(size());
-        g.requests.resize(size());
-        g.combines.resize(size());
-      }
-      g.pointers[rank] = mine;
-      g.requests[rank] = std::move(request);
-      g.combines[rank] = std::move(combine);
-      if (++g.arrived < size()) return;
-      done = std::move(g);
-      gatherings_.erase(tag);
-      for (int r = 0; r < size(); ++r) {
-        lost_[r]->deliveries.fetch_add(1, std::memory_order_relaxed);
-      }
+    }
+    if (!lost.ok()) {
+      request->Complete(std::move(lost));
+      return;
     }
     done.combines[rank](absl::MakeConstSpan(done.pointers));
     std::vector<DoneCallbacks> callbacks(done.requests.size());
@@ -169,22 +176,27 @@ class LoopbackFabric {
   void Recv(int src, int dst, Tag tag, PendingRecv recv) {
     Mailbox& box = *mailboxes_[dst];
     PendingSend send;
+    absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
       std::lock_guard<std::mutex> lock(box.mu);
       auto it = box.sends.find(Key{src, tag});
       if (it == box.sends.end()) {
-        if (absl::Status lost = LostStatus(/*self=*/dst, /*peer=*/src);
-            !lost.ok()) {
-          recv.request->Complete(std::move(lost));
+        lost = LostStatus(/*self=*/dst, /*peer=*/src);
+        if (lost.ok()) {
+          box.recvs[Key{src, tag}].push_back(std::move(recv));
           return;
         }
-        box.recvs[Key{src, tag}].push_back(std::move(recv));
-        return;
       }
-      send = std::move(it->second.front());
-      it->second.erase(it->second.begin());
-      if (it->second.empty()) box.sends.erase(it);
-      BeginDelivery(src, dst);
+      if (lost.ok()) {
+        send = std::move(it->second.front());
+        it->second.erase(it->second.begin());
+        if (it->second.empty()) box.sends.erase(it);
+        BeginDelivery(src, dst);
+      }
+    }
+    if (!lost.ok()) {
+      recv.request->Complete(std::move(lost));
+      return;
     }
     Deliver(src, dst, send, recv);
   }
@@ -239,22 +251,22 @@ class LoopbackFabric {
       }
     }
     // A rendezvous cannot complete without this rank: fail every one.
-    std::vector<Gathering> broken;
     {
       std::lock_guard<std::mutex> lock(rendezvous_mu_);
-      for (auto& [tag, g] : gatherings_) broken.push_back(std::move(g));
+      for (auto& [tag, g] : gatherings_) {
+        for (size_t r = 0; r < g.requests.size(); ++r) {
+          if (g.requests[r] == nullptr) continue;
+          failed.emplace_back(std::move(g.requests[r]),
+                              static_cast<int>(r) == rank ? reason : peer_error);
+        }
+      }
       gatherings_.clear();
     }
-    for (Gathering& g : broken) {
-      for (size_t r = 0; r < g.requests.size(); ++r) {
-        if (g.requests[r] == nullptr) continue;
-        g.requests[r]->Complete(static_cast<int>(r) == rank ? reason
-                                                            : peer_error);
-      }
-    }
+    // Hand-offs dropped above will never be copied: stop counting them now
+    // (this rank's wait below counts them too), complete them with the rest.
     for (Handoff& h : dropped) {
-      h.recv.request->Complete(h.dst == rank ? reason : peer_error);
-      h.send.request->Complete(h.src == rank ? reason : peer_error);
+      failed.emplace_back(h.recv.request, h.dst == rank ? reason : peer_error);
+      failed.emplace_back(h.send.request, h.src == rank ? reason : peer_error);
       lost_[h.src]->handoffs_out.fetch_sub(1, std::memory_order_relaxed);
       EndDelivery(h.src);
       EndDelivery(h.dst);
@@ -271,6 +283,10 @@ class LoopbackFabric {
       std::unique_lock<std::mutex> lock(me.mu);
       me.drained.wait(lock, [&] { return me.deliveries.load() == 0; });
     }
+    // Only now, with no copy left in flight, do requests complete: a caller
+    // whose request is done may free its buffers, and a callback may abort
+    // another rank in turn (a failed collective aborts its communicator),
+    // which needs this thread to hold no delivery count.
     for (auto& [request, status] : failed) request->Complete(status);
   }
 
