@@ -32,7 +32,7 @@ inline void CpuRelax() {
 }  // namespace
 
 bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   if (done_.load(std::memory_order_relaxed)) return false;
   status_ = std::move(status);
   done_.store(true, std::memory_order_release);
@@ -80,7 +80,7 @@ absl::Status RequestState::Wait(absl::Time deadline) {
   }
   if (done()) return status_;
 
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<SpinLock> lock(mu_);
   ++sleepers_;
   while (!done_.load(std::memory_order_relaxed)) {
     // Wake up now and then to drive progress for polling transports.
@@ -103,7 +103,7 @@ absl::Status RequestState::Wait(absl::Time deadline) {
 
 void RequestState::OnDone(DoneCallback callback) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     if (!done_.load(std::memory_order_relaxed)) {
       callbacks_.push_back(std::move(callback));
       return;

@@ -45,6 +45,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "runtime/spin_lock.h"
 
 namespace relay {
 
@@ -98,9 +99,10 @@ class RequestState {
   std::atomic<bool> done_{false};
   absl::Status status_;  // Written once, before done_ is released.
   const absl::Time deadline_;
-  // std::mutex, not absl::Mutex: TSAN cannot see Debian's prebuilt Abseil.
-  std::mutex mu_;
-  std::condition_variable cv_;
+  // A spin lock, not a mutex: the completing thread and the waiting one
+  // meet here on every operation (runtime/spin_lock.h).
+  SpinLock mu_;
+  std::condition_variable_any cv_;
   int sleepers_ = 0;                     // Guarded by mu_.
   DoneCallbacks callbacks_;  // Guarded by mu_.
 };

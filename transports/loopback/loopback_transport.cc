@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/spin_lock.h"
 
 namespace relay {
 namespace {
@@ -72,7 +73,7 @@ class LoopbackFabric {
     PendingRecv recv;
     absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
-      std::lock_guard<std::mutex> lock(box.mu);
+      std::lock_guard<SpinLock> lock(box.mu);
       lost = LostStatus(/*self=*/src, /*peer=*/dst);
       if (lost.ok()) {
         auto it = box.recvs.find(Key{src, tag});
@@ -115,7 +116,7 @@ class LoopbackFabric {
     {
       // One critical section for the check and the arrival, so an Abort's
       // sweep either sees this arrival or this arrival sees the loss.
-      std::lock_guard<std::mutex> lock(rendezvous_mu_);
+      std::lock_guard<SpinLock> lock(rendezvous_mu_);
       for (int r = 0; r < size() && lost.ok(); ++r) lost = LostStatus(rank, r);
       if (lost.ok()) {
         Gathering& g = gatherings_[tag];
@@ -159,7 +160,7 @@ class LoopbackFabric {
     if (box.handoff_count.load(std::memory_order_acquire) > 0) {
       std::vector<Handoff> mine;
       {
-        std::lock_guard<std::mutex> lock(box.mu);
+        std::lock_guard<SpinLock> lock(box.mu);
         mine.swap(box.handoffs);
         box.handoff_count.store(0, std::memory_order_relaxed);
       }
@@ -178,7 +179,7 @@ class LoopbackFabric {
     PendingSend send;
     absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
-      std::lock_guard<std::mutex> lock(box.mu);
+      std::lock_guard<SpinLock> lock(box.mu);
       auto it = box.sends.find(Key{src, tag});
       if (it == box.sends.end()) {
         lost = LostStatus(/*self=*/dst, /*peer=*/src);
@@ -216,7 +217,7 @@ class LoopbackFabric {
     std::vector<Handoff> dropped;  // Matched, not yet copied: never will be.
     for (int dst = 0; dst < size(); ++dst) {
       Mailbox& box = *mailboxes_[dst];
-      std::lock_guard<std::mutex> lock(box.mu);
+      std::lock_guard<SpinLock> lock(box.mu);
       for (auto it = box.handoffs.begin(); it != box.handoffs.end();) {
         if (dst == rank || it->src == rank) {
           it->dst = dst;
@@ -252,7 +253,7 @@ class LoopbackFabric {
     }
     // A rendezvous cannot complete without this rank: fail every one.
     {
-      std::lock_guard<std::mutex> lock(rendezvous_mu_);
+      std::lock_guard<SpinLock> lock(rendezvous_mu_);
       for (auto& [tag, g] : gatherings_) {
         for (size_t r = 0; r < g.requests.size(); ++r) {
           if (g.requests[r] == nullptr) continue;
@@ -336,7 +337,7 @@ class LoopbackFabric {
     std::vector<Transport::CombineFn> combines;
   };
   struct Mailbox {
-    std::mutex mu;
+    SpinLock mu;
     // Matched pairs whose copy waits for this rank's thread (see Progress).
     std::vector<Handoff> handoffs;  // Guarded by mu.
     std::atomic<int> handoff_count{0};
@@ -373,7 +374,7 @@ class LoopbackFabric {
       }
       std::vector<Handoff> stale;
       {
-        std::lock_guard<std::mutex> lock(box.mu);
+        std::lock_guard<SpinLock> lock(box.mu);
         for (auto it = box.handoffs.begin(); it != box.handoffs.end();) {
           if (it->src == rank && now - it->since_ns > kStaleHandoffNs) {
             stale.push_back(std::move(*it));
@@ -436,7 +437,7 @@ class LoopbackFabric {
 
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // By destination rank.
   std::vector<std::unique_ptr<LostRank>> lost_;
-  std::mutex rendezvous_mu_;
+  SpinLock rendezvous_mu_;
   absl::flat_hash_map<Tag, Gathering> gatherings_;  // Guarded by it.
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
