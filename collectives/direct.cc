@@ -126,27 +126,11 @@ void Combine(absl::Span<const void* const> calls) {
   }
 }
 
-size_t PerRankCount(const CollectiveArgs& a, int size) {
-  switch (a.kind) {
-    case CollectiveKind::kReduce:
-    case CollectiveKind::kGather:
-    case CollectiveKind::kAllGather:
-      return a.send.count;
-    case CollectiveKind::kAllToAll:
-      return a.send.count / static_cast<size_t>(size);
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return a.recv.count;
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,
-                                    const CollectiveArgs& args) {
-  auto call = std::make_shared<DirectCall>(
-      DirectCall{args, PerRankCount(args, transport->size())});
+                                    const CollectiveArgs& args, size_t count) {
+  auto call = std::make_shared<DirectCall>(DirectCall{args, count});
   // The combine owns this rank's record, and the transport keeps it until
   // the rendezvous is over, so the pointer stays valid for whichever rank
   // runs the combine.

@@ -14,6 +14,7 @@
 #ifndef RELAY_COLLECTIVES_DIRECT_H_
 #define RELAY_COLLECTIVES_DIRECT_H_
 
+#include <cstddef>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -23,10 +24,11 @@
 
 namespace relay {
 
-// Runs `args` (validated; any kind) with the direct algorithm.
-// Unimplemented where the transport has no Rendezvous.
+// Runs `args` (validated; any kind) with the direct algorithm; `count` is
+// the per-rank count of runtime/collective.h's conventions. Unimplemented
+// where the transport has no Rendezvous.
 absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,
-                                    const CollectiveArgs& args);
+                                    const CollectiveArgs& args, size_t count);
 
 }  // namespace relay
 

@@ -198,7 +198,9 @@ absl::StatusOr<Request> ScheduleEngine::Start(
         CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
         "' does not implement it"));
   }
-  if (algorithm == Algorithm::kDirect) return StartDirect(transport, args);
+  if (algorithm == Algorithm::kDirect) {
+    return StartDirect(std::move(transport), args, count);
+  }
   const DataType dtype = DataTypeOfCall(args);
 
   ScheduleParams params;
