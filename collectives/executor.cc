@@ -252,7 +252,7 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
     finished_ = true;
     // Other lanes may still have messages posted that point into the
     // caller's buffers: let the communicator retire them first.
-    if (!status.ok() && ctx_.on_failure) ctx_.on_failure(status);
+    if (!status.ok() && ctx_.on_failure) (*ctx_.on_failure)(status);
     request_->Complete(std::move(status));
   }
 

@@ -45,7 +45,7 @@ struct ExecutionContext {
   // without touching the buffers again. May be null.
   std::shared_ptr<ActivityGate> gate;
   // Called before the request completes with an error (CollectiveArgs).
-  std::function<void(const absl::Status&)> on_failure;
+  std::shared_ptr<const FailureHook> on_failure;
 };
 
 Request ExecuteSchedule(Schedule schedule, ExecutionContext context);

@@ -89,6 +89,8 @@ struct CollectiveOptions {
   void* stream = nullptr;
 };
 
+using FailureHook = std::function<void(const absl::Status&)>;
+
 // One validated collective call, as handed to an engine or a transport.
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kBarrier;
@@ -105,8 +107,10 @@ struct CollectiveArgs {
   std::shared_ptr<ActivityGate> gate;
   // Called by an algorithm that fails with messages still in flight, before
   // its request completes: the communicator aborts, which retires them, so
-  // the caller may free the buffers once Wait returns. May be empty.
-  std::function<void(const absl::Status&)> on_failure;
+  // the caller may free the buffers once Wait returns. May be null. Built
+  // once per communicator and shared, so a call copies a pointer, not a
+  // closure.
+  std::shared_ptr<const FailureHook> on_failure;
 };
 
 // Runs collectives as relay's own algorithms over a Transport's

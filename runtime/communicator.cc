@@ -53,7 +53,15 @@ Communicator::Communicator(TransportFactory& factory,
       transport_(std::move(transport)),
       rank_(rank),
       size_(size),
-      options_(options) {}
+      options_(options) {
+  on_failure_ = std::make_shared<const FailureHook>(
+      [record = abort_, transport = transport_](const absl::Status& why) {
+        if (record->Set(why)) {
+          transport->Abort(absl::CancelledError(
+              absl::StrCat("communicator failed: ", why.message())));
+        }
+      });
+}
 
 Communicator::~Communicator() {
   // Nothing may write into user buffers once the owner thinks it is gone.
@@ -110,13 +118,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
   }
   args.deadline = DeadlineFor(options);
   args.gate = gate_;
-  args.on_failure = [record = abort_,
-                     transport = transport_](const absl::Status& why) {
-    if (record->Set(why)) {
-      transport->Abort(absl::CancelledError(
-          absl::StrCat("communicator failed: ", why.message())));
-    }
-  };
+  args.on_failure = on_failure_;
   // Taken only after validation, so a rejected call leaves no gap.
   args.sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
 

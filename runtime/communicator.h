@@ -176,6 +176,9 @@ class Communicator {
     bool Set(absl::Status why);
   };
   const std::shared_ptr<AbortRecord> abort_ = std::make_shared<AbortRecord>();
+  // Handed to every collective (CollectiveArgs::on_failure): aborts this
+  // communicator through abort_ and the transport, never through `this`.
+  std::shared_ptr<const FailureHook> on_failure_;
 };
 
 }  // namespace relay
