@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace relay {
@@ -29,6 +31,19 @@ absl::Status CheckKey(absl::string_view op, absl::string_view key) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<std::string>> Store::MultiGet(
+    absl::Span<const std::string> keys, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::string> values;
+  values.reserve(keys.size());
+  for (const std::string& key : keys) {
+    absl::StatusOr<std::string> value = Get(key, deadline - absl::Now());
+    if (!value.ok()) return value.status();
+    values.push_back(*std::move(value));
+  }
+  return values;
+}
 
 // --- InMemoryStore -----------------------------------------------------------
 
@@ -111,6 +126,17 @@ absl::StatusOr<std::string> PrefixStore::Get(absl::string_view key,
 absl::StatusOr<int64_t> PrefixStore::Add(absl::string_view key, int64_t delta) {
   if (absl::Status s = CheckKey("Add", key); !s.ok()) return s;
   return base_->Add(Scoped(key), delta);
+}
+
+absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(
+    absl::Span<const std::string> keys, absl::Duration timeout) {
+  std::vector<std::string> scoped;
+  scoped.reserve(keys.size());
+  for (const std::string& key : keys) {
+    if (absl::Status s = CheckKey("Get", key); !s.ok()) return s;
+    scoped.push_back(Scoped(key));
+  }
+  return base_->MultiGet(scoped, timeout);
 }
 
 absl::Status PrefixStore::Delete(absl::string_view key) {

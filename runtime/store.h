@@ -10,8 +10,10 @@
 // Semantics. Set overwrites. Get blocks until the key exists or the timeout
 // passes (DeadlineExceeded). Add atomically adds to a counter stored as a
 // decimal string, creating it at 0, and returns the new value. Delete removes
-// a key and returns NotFound if it was absent. Keys and values are arbitrary
-// bytes; an empty key is InvalidArgument.
+// a key and returns NotFound if it was absent. MultiGet waits for every key
+// of a list (one round trip on a networked store; rendezvous read all peers'
+// addresses with it). Keys and values are arbitrary bytes; an empty key is
+// InvalidArgument.
 //
 // Lifetime and ownership. Stores are shared by every rank and communicator
 // that rendezvous through them: hold them by std::shared_ptr. All methods are
@@ -30,12 +32,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 
 namespace relay {
 
@@ -47,6 +51,10 @@ class Store {
                                           absl::Duration timeout) = 0;
   virtual absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) = 0;
   virtual absl::Status Delete(absl::string_view key) = 0;
+  // The values of `keys`, in order, once all are set; DeadlineExceeded naming
+  // a missing key after `timeout`. The default calls Get once per key.
+  virtual absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout);
 };
 
 class InMemoryStore final : public Store {
@@ -75,6 +83,8 @@ class PrefixStore final : public Store {
                                   absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
   absl::Status Delete(absl::string_view key) override;
+  absl::StatusOr<std::vector<std::string>> MultiGet(
+      absl::Span<const std::string> keys, absl::Duration timeout) override;
 
   const std::string& prefix() const { return prefix_; }
 

@@ -20,6 +20,10 @@ readonly PACKAGES=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  libssl-dev     # libcrypto: HMAC for the TCP store's token handshake
+  libucx-dev     # transports/ucx
+  ucx-utils      # ucx_perftest, the UCX baseline in bench/
+  iproute2       # ip netns: the two-host test
   openmpi-bin    # mpirun, for bench/peers
   libopenmpi-dev # mpi.h and libmpi, for bench/peers
   python3

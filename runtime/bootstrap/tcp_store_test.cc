@@ -1,0 +1,311 @@
+#include "runtime/bootstrap/tcp_store.h"
+
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "runtime/bootstrap/auth.h"
+#include "runtime/bootstrap/socket.h"
+#include "runtime/bootstrap/store_protocol.h"
+#include "runtime/bootstrap/tcp_store_server.h"
+#include "runtime/store.h"
+
+namespace relay {
+namespace {
+
+namespace proto = store_protocol;
+
+constexpr char kToken[] = "test-token";
+
+class TcpStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0,
+                                         .token = kToken,
+                                         .handshake_timeout =
+                                             absl::Milliseconds(500)});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+  }
+
+  std::shared_ptr<TcpStore> Client(std::string token = kToken) {
+    auto store = TcpStore::Connect({.host = "127.0.0.1",
+                                    .port = server_->port(),
+                                    .token = std::move(token),
+                                    .connect_timeout = absl::Seconds(5)});
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *store : nullptr;
+  }
+
+  // A raw connection that has passed the handshake (or not, if `token` is
+  // wrong), for speaking the protocol byte by byte.
+  Socket RawClient(bool authenticate) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    absl::StatusOr<Socket> s =
+        Socket::Connect("127.0.0.1", server_->port(), deadline);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!authenticate) return *std::move(s);
+    std::string hello(4 + proto::kNonceBytes, '\0');
+    EXPECT_TRUE(s->RecvAll(hello.data(), hello.size(), deadline).ok());
+    const std::string mine = RandomBytes(proto::kNonceBytes);
+    EXPECT_TRUE(s->SendAll(absl::StrCat("RLY1", mine,
+                                        Proof(ProofRole::kClient, kToken,
+                                              hello.substr(4), mine)),
+                           deadline)
+                    .ok());
+    std::string proof(proto::kProofBytes, '\0');
+    EXPECT_TRUE(s->RecvAll(proof.data(), proof.size(), deadline).ok());
+    return *std::move(s);
+  }
+
+  // True once the server has closed `s` (reads EOF) within 5 s.
+  static bool ClosedByServer(Socket& s) {
+    char buf[256];
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    for (;;) {
+      absl::Status st = s.RecvAll(buf, 1, deadline);
+      if (st.code() == absl::StatusCode::kUnavailable) return true;
+      if (!st.ok()) return false;  // Timed out: still open.
+    }
+  }
+
+  std::unique_ptr<TcpStoreServer> server_;
+};
+
+TEST_F(TcpStoreTest, SetGetAddDelete) {
+  auto store = Client();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Set("a", std::string("x\0y", 3)).ok());
+  EXPECT_EQ(*store->Get("a", absl::Seconds(1)), std::string("x\0y", 3));
+  ASSERT_TRUE(store->Set("a", "overwritten").ok());
+  EXPECT_EQ(*store->Get("a", absl::Seconds(1)), "overwritten");
+  EXPECT_EQ(*store->Add("n", 5), 5);
+  EXPECT_EQ(*store->Add("n", -7), -2);
+  EXPECT_EQ(*store->Get("n", absl::Seconds(1)), "-2");
+  EXPECT_TRUE(store->Delete("a").ok());
+  EXPECT_EQ(store->Delete("a").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store->Get("a", absl::Milliseconds(50)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  const std::string big(3 << 20, 'z');
+  ASSERT_TRUE(store->Set("big", big).ok());
+  EXPECT_EQ(*store->Get("big", absl::Seconds(1)), big);
+}
+
+TEST_F(TcpStoreTest, BadInputIsInvalidArgumentAndCountersAreChecked) {
+  auto store = Client();
+  EXPECT_EQ(store->Set("", "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store->Get("", absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store->Set("text", "not a number").ok());
+  EXPECT_EQ(store->Add("text", 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(store->Set("max", absl::StrCat(INT64_MAX)).ok());
+  EXPECT_EQ(store->Add("max", 1).status().code(),
+            absl::StatusCode::kOutOfRange);
+  // The connection survives error replies.
+  EXPECT_EQ(*store->Add("fresh", 3), 3);
+}
+
+TEST_F(TcpStoreTest, GetWaitsForSetAndTimesOutOnTime) {
+  auto store = Client();
+  std::thread setter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    auto other = Client();
+    ASSERT_TRUE(other->Set("late", "here").ok());
+  });
+  EXPECT_EQ(*store->Get("late", absl::Seconds(10)), "here");
+  setter.join();
+
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::string> missing =
+      store->Get("never", absl::Milliseconds(200));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(missing.status().message().find("never"), std::string::npos);
+  EXPECT_GE(took, absl::Milliseconds(195));
+  EXPECT_LT(took, absl::Milliseconds(300));
+}
+
+TEST_F(TcpStoreTest, MultiGetReturnsEveryValueInOrder) {
+  auto store = Client();
+  std::vector<std::string> keys;
+  for (int i = 0; i < 50; ++i) keys.push_back(absl::StrCat("rank/", i));
+  std::thread setter([&] {
+    auto other = Client();
+    for (int i = 49; i >= 0; --i) {
+      ASSERT_TRUE(other->Set(keys[i], absl::StrCat("addr", i)).ok());
+    }
+  });
+  absl::StatusOr<std::vector<std::string>> values =
+      store->MultiGet(keys, absl::Seconds(10));
+  setter.join();
+  ASSERT_TRUE(values.ok()) << values.status();
+  for (int i = 0; i < 50; ++i) EXPECT_EQ((*values)[i], absl::StrCat("addr", i));
+}
+
+TEST_F(TcpStoreTest, PrefixStoreScopesKeysOverTcp) {
+  std::shared_ptr<Store> base = Client();
+  PrefixStore a(base, "a/"), b(base, "b/");
+  ASSERT_TRUE(a.Set("k", "1").ok());
+  ASSERT_TRUE(b.Set("k", "2").ok());
+  EXPECT_EQ(*base->Get("a/k", absl::Seconds(1)), "1");
+  EXPECT_EQ(*b.Get("k", absl::Seconds(1)), "2");
+  EXPECT_EQ((*a.MultiGet({"k"}, absl::Seconds(1)))[0], "1");
+}
+
+TEST_F(TcpStoreTest, ManyThreadsShareOneClient) {
+  auto store = Client();
+  constexpr int kThreads = 16;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Everyone blocks on the last thread's key while the others set theirs.
+      ASSERT_TRUE(store->Set(absl::StrCat("t", t), "v").ok());
+      EXPECT_TRUE(store->Get(absl::StrCat("t", kThreads - 1), absl::Seconds(10))
+                      .ok());
+      for (int i = 0; i < 20; ++i) ASSERT_TRUE(store->Add("count", 1).ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(*store->Get("count", absl::Seconds(1)),
+            absl::StrCat(kThreads * 20));
+}
+
+TEST_F(TcpStoreTest, WrongTokenIsRejectedAndSeesNothing) {
+  auto good = Client();
+  ASSERT_TRUE(good->Set("secret", "s").ok());
+  auto bad = TcpStore::Connect({.host = "127.0.0.1",
+                                .port = server_->port(),
+                                .token = "wrong",
+                                .connect_timeout = absl::Seconds(5)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnauthenticated)
+      << bad.status();
+  EXPECT_EQ(server_->stats().rejected_token, 1);
+  // An empty token is a token too, and also wrong here.
+  EXPECT_EQ(TcpStore::Connect({.host = "127.0.0.1", .port = server_->port()})
+                .status()
+                .code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(*good->Get("secret", absl::Seconds(1)), "s");
+}
+
+TEST_F(TcpStoreTest, ClientChecksTheServerKnowsTheToken) {
+  // A server with another token: the client must not trust it either.
+  auto impostor =
+      TcpStoreServer::Start({.host = "127.0.0.1", .port = 0, .token = "other"});
+  ASSERT_TRUE(impostor.ok());
+  auto store = TcpStore::Connect({.host = "127.0.0.1",
+                                  .port = (*impostor)->port(),
+                                  .token = kToken,
+                                  .connect_timeout = absl::Seconds(5)});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kUnauthenticated);
+}
+
+TEST_F(TcpStoreTest, GarbageClientsAreDroppedAndTheJobGoesOn) {
+  auto store = Client();
+  ASSERT_TRUE(store->Set("k", "v").ok());
+  std::mt19937 rng(1234);
+
+  // Random bytes instead of a handshake.
+  Socket noise = RawClient(/*authenticate=*/false);
+  std::string junk(4096, '\0');
+  for (char& c : junk) c = static_cast<char>(rng());
+  ASSERT_TRUE(noise.SendAll(junk, absl::Now() + absl::Seconds(1)).ok());
+  EXPECT_TRUE(ClosedByServer(noise));
+
+  // Authenticated, then a frame claiming 4 GiB.
+  Socket huge = RawClient(/*authenticate=*/true);
+  ASSERT_TRUE(huge.SendAll("\xff\xff\xff\xff", absl::Now() + absl::Seconds(1))
+                  .ok());
+  EXPECT_TRUE(ClosedByServer(huge));
+
+  // Authenticated, then well-framed random bodies.
+  for (int i = 0; i < 20; ++i) {
+    Socket fuzz = RawClient(/*authenticate=*/true);
+    std::string body(1 + rng() % 64, '\0');
+    for (char& c : body) c = static_cast<char>(rng());
+    body[0] = static_cast<char>(5 + rng() % 250);  // Not a valid op.
+    std::string frame(4, '\0');
+    frame[0] = static_cast<char>(body.size());
+    ASSERT_TRUE(
+        fuzz.SendAll(frame + body, absl::Now() + absl::Seconds(1)).ok());
+    EXPECT_TRUE(ClosedByServer(fuzz));
+  }
+
+  // Silent after connecting: dropped at the handshake deadline.
+  Socket silent = RawClient(/*authenticate=*/false);
+  EXPECT_TRUE(ClosedByServer(silent));
+
+  const TcpStoreServer::Stats stats = server_->stats();
+  EXPECT_EQ(stats.dropped_malformed, 21);
+  EXPECT_EQ(stats.rejected_token, 2);
+  // The real client never noticed.
+  EXPECT_EQ(*store->Get("k", absl::Seconds(1)), "v");
+  EXPECT_EQ(*store->Add("c", 1), 1);
+}
+
+TEST_F(TcpStoreTest, LostServerIsUnavailable) {
+  auto store = Client();
+  ASSERT_TRUE(store->Set("k", "v").ok());
+  std::thread waiter([&] {
+    absl::StatusOr<std::string> r = store->Get("never", absl::Seconds(30));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  });
+  absl::SleepFor(absl::Milliseconds(100));
+  server_.reset();
+  waiter.join();
+  // Later calls fail at once rather than waiting for a server that is gone.
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(store->Set("k", "v").code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+}
+
+TEST(TcpStoreConnectTest, NoServerIsDeadlineExceededOnTime) {
+  // Bind and close to find a port that is (very likely) free.
+  int port = 0;
+  {
+    auto l = Listener::Bind("127.0.0.1", 0);
+    ASSERT_TRUE(l.ok());
+    port = l->port();
+  }
+  const absl::Time start = absl::Now();
+  auto store = TcpStore::Connect({.host = "127.0.0.1",
+                                  .port = port,
+                                  .token = kToken,
+                                  .connect_timeout = absl::Milliseconds(300)});
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+}
+
+TEST(TcpStoreConnectTest, BadAddressesAreInvalidArgument) {
+  EXPECT_EQ(TcpStoreServer::Start({.host = "no such host.invalid"})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpStoreServer::Start({.host = "127.0.0.1", .port = 70000})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpStore::Connect({.host = "", .port = 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TcpStoreHostTest, HostRunsTheServerAndOthersJoin) {
+  auto host = TcpStore::Host({.host = "127.0.0.1", .port = 0, .token = "t"});
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_NE((*host)->server(), nullptr);
+  auto peer = TcpStore::Connect(
+      {.host = "127.0.0.1", .port = (*host)->port(), .token = "t"});
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  ASSERT_TRUE((*host)->Set("x", "1").ok());
+  EXPECT_EQ(*(*peer)->Get("x", absl::Seconds(1)), "1");
+}
+
+}  // namespace
+}  // namespace relay
