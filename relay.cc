@@ -1,6 +1,9 @@
 #include "relay.h"
 
+#include "absl/strings/str_cat.h"
 #include "collectives/engine.h"
+#include "runtime/bootstrap/environment.h"
+#include "runtime/bootstrap/tcp_store.h"
 #include "transports/loopback/loopback_transport.h"
 
 namespace relay {
@@ -29,6 +32,40 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
   if (!factory.ok()) return factory.status();
   return Communicator::Create(**factory, DefaultEngine(), config.store,
                               config.rank, config.size, config.options);
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
+    CommunicatorOptions options, absl::Duration connect_timeout) {
+  absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
+  if (!env.ok()) return env.status();
+  const TcpStoreOptions store_options{.host = env->store_host,
+                                      .port = env->store_port,
+                                      .token = env->token,
+                                      .connect_timeout = connect_timeout};
+  absl::StatusOr<std::shared_ptr<TcpStore>> store =
+      env->rank == 0 ? TcpStore::Host(store_options)
+                     : TcpStore::Connect(store_options);
+  if (!store.ok()) {
+    return absl::Status(
+        store.status().code(),
+        absl::StrCat("rank ", env->rank, " of ", env->size, " (launched by ",
+                     env->launcher, "): ", store.status().message()));
+  }
+  TransportRegistry& registry = Transports();
+  absl::StatusOr<TransportFactory*> factory =
+      !env->transport.empty() ? registry.Get(env->transport)
+                              : registry.Default(/*across_processes=*/env->size > 1);
+  if (!factory.ok()) return factory.status();
+  if (env->size > 1 && !(*factory)->SpansProcesses()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELAY_TRANSPORT=", env->transport,
+        " connects threads of one process, but this job's ranks are "
+        "processes"));
+  }
+  std::shared_ptr<Store> base = *std::move(store);
+  // The communicator owns its store (and so rank 0's server) through this.
+  return Communicator::Create(**factory, DefaultEngine(), std::move(base),
+                              env->rank, env->size, options);
 }
 
 }  // namespace relay

@@ -48,6 +48,20 @@ struct CommunicatorConfig {
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
     const CommunicatorConfig& config);
 
+// Builds this process's communicator from its launcher's environment
+// (runtime/bootstrap/environment.h: relayrun, torchrun, mpirun or srun).
+// Rank 0 hosts the job's TCP store at the store address, which the
+// communicator keeps alive; the others connect to it, waiting up to
+// `connect_timeout` for rank 0 to come up. The transport is RELAY_TRANSPORT,
+// else the default one that spans processes (a single-rank job may use any).
+//
+// Example (run as `relayrun -n 4 -- ./my_program`):
+//   RELAY_ASSIGN_OR_RETURN(auto comm, CreateCommunicatorFromEnvironment());
+//   RELAY_ASSIGN_OR_RETURN(Request r, comm->AllReduce(...));
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
+    CommunicatorOptions options = {},
+    absl::Duration connect_timeout = absl::Minutes(2));
+
 // The registry with every built-in transport registered.
 TransportRegistry& Transports();
 

@@ -145,6 +145,9 @@ class TransportFactory {
   // False where the hardware, library or permissions are missing; the
   // registry skips non-viable transports when choosing a default.
   virtual bool IsViable() const { return true; }
+  // True if its ranks may be separate processes (on one host or several);
+  // false for transports whose ranks must share one process (loopback).
+  virtual bool SpansProcesses() const { return false; }
   // Builds this rank's end of a group of config.size ranks. Every rank of
   // the group calls it with the same store.
   virtual absl::StatusOr<std::unique_ptr<Transport>> Connect(

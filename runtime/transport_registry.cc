@@ -45,12 +45,18 @@ absl::StatusOr<TransportFactory*> TransportRegistry::Get(
                                           absl::StrJoin(names, ", "), ")"));
 }
 
-absl::StatusOr<TransportFactory*> TransportRegistry::Default() const {
+absl::StatusOr<TransportFactory*> TransportRegistry::Default(
+    bool across_processes) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Registered& e : entries_) {
+    if (across_processes && !e.factory->SpansProcesses()) continue;
     if (e.factory->IsViable()) return e.factory.get();
   }
-  return absl::NotFoundError("no viable transport is registered");
+  return absl::NotFoundError(
+      across_processes
+          ? "no viable transport connects ranks in separate processes "
+            "(is relay built with UCX?)"
+          : "no viable transport is registered");
 }
 
 std::vector<TransportRegistry::Entry> TransportRegistry::List() const {
@@ -58,7 +64,7 @@ std::vector<TransportRegistry::Entry> TransportRegistry::List() const {
   std::vector<Entry> out;
   for (const Registered& e : entries_) {
     out.push_back({std::string(e.factory->name()), e.priority,
-                   e.factory->IsViable()});
+                   e.factory->IsViable(), e.factory->SpansProcesses()});
   }
   return out;
 }

@@ -31,6 +31,7 @@ class TransportRegistry {
     std::string name;
     int priority;
     bool viable;
+    bool spans_processes;
   };
 
   static TransportRegistry& Global();
@@ -39,8 +40,9 @@ class TransportRegistry {
   absl::Status Register(int priority, std::unique_ptr<TransportFactory> factory);
   // NotFound, listing the registered names, if `name` is unknown.
   absl::StatusOr<TransportFactory*> Get(absl::string_view name) const;
-  // The viable transport of highest priority; NotFound if none is viable.
-  absl::StatusOr<TransportFactory*> Default() const;
+  // The viable transport of highest priority (among those that span
+  // processes, if `across_processes`); NotFound if there is none.
+  absl::StatusOr<TransportFactory*> Default(bool across_processes = false) const;
   // Every registered transport, highest priority first.
   std::vector<Entry> List() const;
 
