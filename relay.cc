@@ -5,14 +5,18 @@
 #include "runtime/bootstrap/environment.h"
 #include "runtime/bootstrap/tcp_store.h"
 #include "transports/loopback/loopback_transport.h"
+#include "transports/ucx/ucx_transport.h"
 
 namespace relay {
 
 TransportRegistry& Transports() {
   static TransportRegistry* registry = [] {
     TransportRegistry& r = TransportRegistry::Global();
-    // Priorities: hardware transports will outrank loopback once they exist.
-    r.Register(0, std::make_unique<LoopbackTransportFactory>()).IgnoreError();
+    // Priorities. Loopback is the fastest wiring for ranks that are threads
+    // of one process; UCX is the default for ranks that are processes
+    // (Default(across_processes=true) skips loopback).
+    r.Register(10, std::make_unique<LoopbackTransportFactory>()).IgnoreError();
+    r.Register(5, std::make_unique<UcxTransportFactory>()).IgnoreError();
     return &r;
   }();
   return *registry;

@@ -5,7 +5,9 @@
 // //:relay, and use runtime/communicator.h's Communicator.
 //
 // Built-in transports (see `Transports().List()`):
-//   loopback  ranks as threads of one process (the default).
+//   loopback  ranks as threads of one process (the default for threads).
+//   ucx       ranks as processes, on one host or many (the default for
+//             processes: CreateCommunicatorFromEnvironment).
 //
 // Lifetime and ownership. The registry and the engine are process-wide and
 // live forever; communicators are owned by the caller. Every rank of a group

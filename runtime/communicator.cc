@@ -212,10 +212,11 @@ absl::Status Communicator::ValidatePeer(int peer) const {
 
 namespace {
 
-absl::Status ValidateUserTag(int64_t tag) {
-  if (tag < 0 || tag > kMaxUserTag) {
+absl::Status ValidateUserTag(int64_t tag, const TransportCapabilities& caps) {
+  const int64_t max = std::min(kMaxUserTag, caps.max_user_tag);
+  if (tag < 0 || tag > max) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tag ", tag, " is out of range [0, ", kMaxUserTag, "]"));
+        absl::StrCat("tag ", tag, " is out of range [0, ", max, "]"));
   }
   return absl::OkStatus();
 }
@@ -243,7 +244,7 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
   // Validate everything before posting anything.
   for (const P2POp& op : ops) {
     RELAY_RETURN_IF_ERROR(ValidatePeer(op.peer));
-    RELAY_RETURN_IF_ERROR(ValidateUserTag(op.tag));
+    RELAY_RETURN_IF_ERROR(ValidateUserTag(op.tag, caps));
     RELAY_RETURN_IF_ERROR(ValidateBuffer(
         op.kind == P2POp::Kind::kSend ? op.send : ConstBuffer(op.recv),
         op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));

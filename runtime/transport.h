@@ -69,6 +69,9 @@ struct TransportCapabilities {
   // bandwidth, used to pick algorithms by message size and rank count.
   double latency_us = 5.0;
   double bandwidth_gbps = 10.0;  // GB/s, 1 GB = 1e9 B.
+  // The largest user point-to-point tag it carries (the communicator
+  // rejects larger ones with InvalidArgument); at most kMaxUserTag.
+  int64_t max_user_tag = kMaxUserTag;
 };
 
 class Transport {

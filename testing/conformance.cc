@@ -1,5 +1,6 @@
 #include "testing/conformance.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -63,7 +64,7 @@ size_t RecvCount(CollectiveKind kind, size_t count, int size) {
 // One rank's call: sets up buffers (in place or not), runs, checks.
 absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
                         const std::vector<std::vector<double>>& inputs,
-                        std::atomic<int>& arrived) {
+                        BarrierArrivals& arrived) {
   const int rank = comm.rank(), n = c.size;
   const size_t esize = DataTypeSize(c.dtype);
   CollectiveOptions options;
@@ -71,12 +72,13 @@ absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
   options.timeout = kTimeout;
 
   if (c.kind == CollectiveKind::kBarrier) {
-    arrived.fetch_add(1);
+    RELAY_RETURN_IF_ERROR(arrived.Arrive());
     RELAY_ASSIGN_OR_RETURN(Request r, comm.Barrier(options));
     RELAY_RETURN_IF_ERROR(r.Wait());
-    if (arrived.load() != n) {
+    RELAY_ASSIGN_OR_RETURN(const int count, arrived.Count());
+    if (count != n) {
       return absl::InternalError(absl::StrCat(
-          "left the barrier when only ", arrived.load(), " of ", n,
+          "left the barrier when only ", count, " of ", n,
           " ranks had entered it"));
     }
     return absl::OkStatus();
@@ -159,10 +161,13 @@ std::string ConformanceCase::Name() const {
                       in_place ? "_inplace" : "");
 }
 
-std::vector<ConformanceCase> ConformanceCases(int max_size) {
+namespace {
+
+// The matrix over the world sizes `sizes` (see ConformanceCases()).
+std::vector<ConformanceCase> CasesForSizes(absl::Span<const int> sizes) {
   std::vector<ConformanceCase> cases;
   auto add = [&](ConformanceCase c) {
-    if (c.size > max_size) return;
+    if (std::find(sizes.begin(), sizes.end(), c.size) == sizes.end()) return;
     cases.push_back(c);
     if (HasInPlaceForm(c.kind)) {
       c.in_place = true;
@@ -172,7 +177,7 @@ std::vector<ConformanceCase> ConformanceCases(int max_size) {
   // 1. Shapes: every collective, algorithm, size, root; float32 sum.
   for (CollectiveKind kind : AllCollectiveKinds()) {
     for (Algorithm algorithm : AlgorithmsFor(kind)) {
-      for (int size : kSizes) {
+      for (int size : sizes) {
         const size_t counts[] = {0, 1, static_cast<size_t>(size) * 37 + 3};
         for (size_t count : counts) {
           if (kind == CollectiveKind::kBarrier && count > 0) continue;
@@ -211,21 +216,68 @@ std::vector<ConformanceCase> ConformanceCases(int max_size) {
   return cases;
 }
 
+}  // namespace
+
+std::vector<ConformanceCase> ConformanceCases(int max_size) {
+  std::vector<int> sizes;
+  for (int size : kSizes) {
+    if (size <= max_size) sizes.push_back(size);
+  }
+  return CasesForSizes(sizes);
+}
+
 std::vector<ConformanceCase> ConformanceCases() {
   return ConformanceCases(16);
 }
 
-absl::Status RunConformanceCase(const ConformanceCase& c,
-                                TransportFactory& factory,
-                                const CollectiveEngine& engine) {
+std::vector<ConformanceCase> ConformanceCasesForSize(int size) {
+  const int sizes[] = {size};
+  return CasesForSizes(sizes);
+}
+
+namespace {
+
+std::vector<std::vector<double>> AllInputs(const ConformanceCase& c) {
   std::vector<std::vector<double>> inputs(static_cast<size_t>(c.size));
   for (int r = 0; r < c.size; ++r) {
     inputs[r] = InputValues(c.dtype, c.op, r, SendCount(c.kind, c.count, c.size));
   }
-  std::atomic<int> arrived{0};
+  return inputs;
+}
+
+class AtomicArrivals final : public BarrierArrivals {
+ public:
+  absl::Status Arrive() override {
+    count_.fetch_add(1);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int> Count() override { return count_.load(); }
+
+ private:
+  std::atomic<int> count_{0};
+};
+
+}  // namespace
+
+absl::Status RunConformanceCase(const ConformanceCase& c,
+                                TransportFactory& factory,
+                                const CollectiveEngine& engine) {
+  const std::vector<std::vector<double>> inputs = AllInputs(c);
+  AtomicArrivals arrived;
   return RunRanks(c.size, factory, engine, [&](Communicator& comm) {
     return RunOneRank(c, comm, inputs, arrived);
   });
+}
+
+absl::Status RunConformanceCaseOnRank(const ConformanceCase& c,
+                                      Communicator& comm,
+                                      BarrierArrivals& arrivals) {
+  if (comm.size() != c.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "case ", c.Name(), " needs ", c.size, " ranks, the communicator has ",
+        comm.size()));
+  }
+  return RunOneRank(c, comm, AllInputs(c), arrivals);
 }
 
 }  // namespace relay

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/communicator.h"
 #include "runtime/collective.h"
 #include "runtime/data_type.h"
 #include "runtime/transport.h"
@@ -49,14 +51,35 @@ struct ConformanceCase {
 // roots at 16 ranks).
 std::vector<ConformanceCase> ConformanceCases();
 
-// The same matrix restricted to sizes <= max_size (for process transports).
+// The same matrix restricted to sizes <= max_size.
 std::vector<ConformanceCase> ConformanceCases(int max_size);
+
+// Every case of the matrix's shape for one world size, which need not be
+// one of the standard sizes (process transports run each size as a job).
+std::vector<ConformanceCase> ConformanceCasesForSize(int size);
 
 // Runs one case on `c.size` ranks as threads; OK or an error naming the
 // rank and the first mismatching elements.
 absl::Status RunConformanceCase(const ConformanceCase& c,
                                 TransportFactory& factory,
                                 const CollectiveEngine& engine);
+
+// Counts the ranks that have entered a barrier case, so the suite can check
+// none leaves before all arrived: an atomic for threads, a store counter for
+// processes.
+class BarrierArrivals {
+ public:
+  virtual ~BarrierArrivals() = default;
+  virtual absl::Status Arrive() = 0;
+  virtual absl::StatusOr<int> Count() = 0;
+};
+
+// Runs one case on this rank of `comm` (ranks are processes: each calls it
+// with the same case, in the same order). `arrivals` must be fresh per
+// barrier case and shared by the group.
+absl::Status RunConformanceCaseOnRank(const ConformanceCase& c,
+                                      Communicator& comm,
+                                      BarrierArrivals& arrivals);
 
 template <typename ParamInfo>
 std::string ConformanceCaseName(const ParamInfo& info) {

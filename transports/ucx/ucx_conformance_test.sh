@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The conformance suite over UCX with ranks as processes: world sizes 1 to 8,
+# once over shared memory (UCX_TLS=shm,self) and once over TCP
+# (UCX_TLS=tcp,self), each job started by tools/relayrun.
+#
+# Usage: ucx_conformance_test.sh [MAX_SIZE]   (default 8)
+set -uo pipefail
+
+runfile() {
+  local p="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-relay}/$1"
+  [[ -e "$p" ]] && { echo "$p"; return; }
+  echo "$(cd "$(dirname "$0")/../.." && pwd)/$1"
+}
+RELAYRUN="$(runfile tools/relayrun)"
+RANK_BIN="$(runfile testing/conformance_rank)"
+[[ -x "$RANK_BIN" ]] || RANK_BIN="$(cd "$(dirname "$0")/../.." && pwd)/bazel-bin/testing/conformance_rank"
+MAX_SIZE="${1:-8}"
+failures=0
+
+for tls in shm,self tcp,self; do
+  for n in $(seq 1 "$MAX_SIZE"); do
+    start=$SECONDS
+    out="$(UCX_TLS=$tls "$RELAYRUN" -n "$n" --transport ucx --timeout 600 -- \
+      "$RANK_BIN" --timeout 120 2>&1)"
+    rc=$?
+    summary="$(grep -c "cases, 0 failed" <<<"$out")"
+    if [[ $rc != 0 || "$summary" != "$n" ]]; then
+      echo "FAIL: UCX_TLS=$tls, $n ranks (relayrun exit $rc):"
+      grep -v "cases$" <<<"$out" | tail -n 30 | sed 's/^/    /'
+      failures=$((failures + 1))
+    else
+      cases="$(sed -n 's/^\[0\] rank 0: \([0-9]*\) cases.*/\1/p' <<<"$out")"
+      echo "ok: UCX_TLS=$tls, $n ranks, $cases cases each, $((SECONDS - start)) s"
+    fi
+  done
+done
+((failures == 0)) || { echo "$failures job(s) failed"; exit 1; }
+echo "all UCX conformance jobs passed"

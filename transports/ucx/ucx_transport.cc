@@ -1,0 +1,509 @@
+#include "transports/ucx/ucx_transport.h"
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "transports/ucx/ucx_status.h"
+
+namespace relay {
+namespace {
+
+constexpr int kTagBits = 64 - kUcxRankBits;  // 44: relay's tag, folded.
+constexpr uint64_t kFoldedCollectiveBit = uint64_t{1} << (kTagBits - 1);
+constexpr uint64_t kFoldedTagMask = kFoldedCollectiveBit - 1;
+constexpr uint64_t kFullMask = ~uint64_t{0};
+
+// The UCX tag for a message from `sender` with relay tag `tag` (layout in the
+// header). False if a user tag does not fit.
+bool FoldTag(int sender, Tag tag, uint64_t* out) {
+  uint64_t folded;
+  if (tag & kCollectiveTagBit) {
+    // Low 27 bits of the sequence and the 16-bit lane: a sequence number
+    // repeats only 2^27 collectives later, long after its messages are gone.
+    folded = kFoldedCollectiveBit | (tag & kFoldedTagMask);
+  } else {
+    if (tag > static_cast<uint64_t>(kUcxMaxUserTag)) return false;
+    folded = tag;
+  }
+  *out = (static_cast<uint64_t>(sender) << kTagBits) | folded;
+  return true;
+}
+
+struct ContextDeleter {
+  void operator()(ucp_context* c) const { ucp_cleanup(c); }
+};
+using ContextPtr = std::unique_ptr<ucp_context, ContextDeleter>;
+
+absl::StatusOr<ContextPtr> CreateContext(int ranks) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
+  if (s != UCS_OK) return UcxError("ucp_config_read", s);
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_TAG;
+  params.estimated_num_eps = static_cast<size_t>(ranks);
+  ucp_context_h context = nullptr;
+  s = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (s != UCS_OK) return UcxError("ucp_init", s);
+  return ContextPtr(context);
+}
+
+class UcxTransport;
+
+// One send or receive. Lives while UCX holds it (`self`) and while any
+// Request handle does.
+class UcxOp final : public RequestState {
+ public:
+  UcxOp(absl::Time deadline, UcxTransport* transport, int peer, bool is_recv,
+        size_t bytes)
+      : RequestState(deadline),
+        transport(transport),
+        peer(peer),
+        is_recv(is_recv),
+        bytes(bytes) {}
+
+  UcxTransport* const transport;
+  const int peer;
+  const bool is_recv;
+  const size_t bytes;
+  // Guarded by the transport's worker lock:
+  bool in_flight = false;            // Posted, callback not yet run.
+  void* ucx_request = nullptr;       // UCX's handle, once the post returned.
+  absl::Status cancel_reason;        // Why we cancelled it, if we did.
+  std::shared_ptr<UcxOp> self;       // Keeps it alive while UCX holds it.
+
+ protected:
+  bool Progress() override;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  UcxTransport(int rank, int size, ContextPtr context, bool peer_errors)
+      : rank_(rank),
+        size_(size),
+        peer_errors_(peer_errors),
+        context_(std::move(context)),
+        peers_(static_cast<size_t>(size)) {}
+
+  ~UcxTransport() override {
+    Abort(absl::CancelledError("ucx transport destroyed"));
+    {
+      std::lock_guard<std::mutex> lock(idle_mu_);
+      stop_ = true;
+    }
+    idle_cv_.notify_all();
+    if (progress_thread_.joinable()) progress_thread_.join();
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    // Operations UCX never gave back (see Abort) die with the worker.
+    abandoned_.clear();
+  }
+
+  absl::Status Init(const TransportConfig& config) {
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // One lock of ours serialises every call on the worker.
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    ucs_status_t s = ucp_worker_create(context_.get(), &wp, &worker_);
+    if (s != UCS_OK) return UcxError("ucp_worker_create", s);
+
+    ucp_context_attr_t attr{};
+    attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(context_.get(), &attr) == UCS_OK) {
+      device_memory_ =
+          (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+    }
+
+    ucp_address_t* address = nullptr;
+    size_t address_size = 0;
+    s = ucp_worker_get_address(worker_, &address, &address_size);
+    if (s != UCS_OK) return UcxError("ucp_worker_get_address", s);
+    const std::string mine(reinterpret_cast<const char*>(address),
+                           address_size);
+    ucp_worker_release_address(worker_, address);
+    if (absl::Status st = config.store->Set(absl::StrCat("ucx/", rank_), mine);
+        !st.ok()) {
+      return st;
+    }
+    std::vector<std::string> keys;
+    keys.reserve(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat("ucx/", r));
+    absl::StatusOr<std::vector<std::string>> addresses =
+        config.store->MultiGet(keys, config.timeout);
+    if (!addresses.ok()) {
+      return absl::Status(addresses.status().code(),
+                          absl::StrCat("ucx Connect: waiting for every rank's "
+                                       "worker address: ",
+                                       addresses.status().message()));
+    }
+    for (int r = 0; r < size_; ++r) {
+      Peer& peer = peers_[r];
+      peer.transport = this;
+      peer.rank = r;
+      ucp_ep_params_t ep{};
+      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep.address =
+          reinterpret_cast<const ucp_address_t*>((*addresses)[r].data());
+      ep.err_mode = peer_errors_ ? UCP_ERR_HANDLING_MODE_PEER
+                                 : UCP_ERR_HANDLING_MODE_NONE;
+      ep.err_handler.cb = &UcxTransport::OnEndpointError;
+      ep.err_handler.arg = &peer;
+      s = ucp_ep_create(worker_, &ep, &peer.ep);
+      if (s != UCS_OK) {
+        return UcxPeerError("ucp_ep_create", r, s);
+      }
+    }
+    progress_thread_ = std::thread([this] { ProgressLoop(); });
+    return absl::OkStatus();
+  }
+
+  absl::string_view name() const override { return "ucx"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps;
+    caps.host_memory = true;
+    caps.device_memory = device_memory_;
+    // Shared memory on one host, by default; the cost model only needs the
+    // order of magnitude.
+    caps.latency_us = 2.0;
+    caps.bandwidth_gbps = 5.0;
+    caps.max_user_tag = kUcxMaxUserTag;
+    return caps;
+  }
+
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override {
+    return Post(peer, tag, const_cast<void*>(data.data), data.bytes(),
+                /*is_recv=*/false, deadline);
+  }
+
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override {
+    return Post(peer, tag, data.data, data.bytes(), /*is_recv=*/true, deadline);
+  }
+
+  bool Progress() override {
+    std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    bool worked = false;
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+      worked = true;
+    }
+    std::vector<Completion> done = std::move(completions_);
+    completions_.clear();
+    lock.unlock();
+    RunCompletions(done);
+    return worked || !done.empty();
+  }
+
+  void Abort(absl::Status reason) override {
+    std::unique_lock<std::mutex> lock(worker_mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    abort_reason_ = reason;
+    const bool quiet = pending_.empty();
+    CancelPending(
+        [&](const UcxOp&) { return true; }, reason);
+    // Close every endpoint: peers learn this rank is gone. With nothing
+    // pending, flush first so messages already sent still arrive.
+    std::vector<void*> closing;
+    for (Peer& peer : peers_) {
+      if (peer.ep == nullptr) continue;
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      param.flags = quiet ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      void* r = ucp_ep_close_nbx(peer.ep, &param);
+      if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
+      peer.ep = nullptr;
+    }
+    // Bounded: a peer that vanished must not hold up the abort.
+    const absl::Time until = absl::Now() + absl::Seconds(2);
+    auto unfinished = [&] {
+      if (!pending_.empty()) return true;
+      for (void* r : closing) {
+        if (ucp_request_check_status(r) == UCS_INPROGRESS) return true;
+      }
+      return false;
+    };
+    while (unfinished() && absl::Now() < until) ucp_worker_progress(worker_);
+    for (void* r : closing) {
+      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+    }
+    // Whatever UCX still holds completes now, with the reason; the op is
+    // kept (abandoned_) until the worker is destroyed, since UCX may still
+    // call back with it.
+    for (UcxOp* op : pending_) {
+      op->in_flight = false;  // Finish() ignores a late callback.
+      op->ucx_request = nullptr;
+      completions_.push_back({op->self, reason});
+      abandoned_.push_back(op->self);
+    }
+    pending_.clear();
+    outstanding_.store(0);
+    std::vector<Completion> done = std::move(completions_);
+    completions_.clear();
+    lock.unlock();
+    RunCompletions(done);
+  }
+
+ private:
+  struct Peer {
+    UcxTransport* transport = nullptr;
+    int rank = 0;
+    ucp_ep_h ep = nullptr;
+    absl::Status lost;  // Set once the peer failed. Guarded by worker_mu_.
+  };
+  struct Completion {
+    std::shared_ptr<UcxOp> op;
+    absl::Status status;
+  };
+
+  absl::StatusOr<Request> Post(int peer, Tag tag, void* data, size_t bytes,
+                               bool is_recv, absl::Time deadline) {
+    if (peer < 0 || peer >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ucx: peer ", peer, " is out of range [0, ", size_, ")"));
+    }
+    uint64_t ucx_tag = 0;
+    if (!FoldTag(is_recv ? peer : rank_, tag, &ucx_tag)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ucx: user tag ", tag, " exceeds ", kUcxMaxUserTag));
+    }
+    auto op = std::make_shared<UcxOp>(deadline, this, peer, is_recv, bytes);
+    absl::Status immediate;
+    bool completed = false;
+    {
+      std::lock_guard<std::mutex> lock(worker_mu_);
+      if (aborted_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ucx transport was aborted: ", abort_reason_.message()));
+      }
+      if (!peers_[peer].lost.ok()) return Request::Completed(peers_[peer].lost);
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+                           UCP_OP_ATTR_FIELD_USER_DATA |
+                           UCP_OP_ATTR_FIELD_DATATYPE;
+      param.datatype = ucp_dt_make_contig(1);
+      param.user_data = op.get();
+      // In flight from here: the callback may run inside the post call.
+      op->in_flight = true;
+      op->self = op;
+      pending_.insert(op.get());
+      void* r;
+      if (is_recv) {
+        // Always through the callback: UCX 1.13 leaves recv_info unfilled
+        // when a receive completes immediately (openucx/ucx#9425), and the
+        // callback is where the received length is checked.
+        param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+        param.cb.recv = &UcxTransport::OnRecvDone;
+        r = ucp_tag_recv_nbx(worker_, data, bytes, ucx_tag, kFullMask, &param);
+      } else {
+        param.cb.send = &UcxTransport::OnSendDone;
+        r = ucp_tag_send_nbx(peers_[peer].ep, data, bytes, ucx_tag, &param);
+      }
+      if (r == nullptr || UCS_PTR_IS_ERR(r)) {  // Done (or failed) already.
+        op->in_flight = false;
+        op->self.reset();
+        pending_.erase(op.get());
+        completed = true;
+        immediate = r == nullptr ? absl::OkStatus()
+                                 : UcxPeerError(is_recv ? "receive" : "send",
+                                                peer, UCS_PTR_STATUS(r));
+      } else if (op->in_flight) {
+        op->ucx_request = r;
+        outstanding_.fetch_add(1, std::memory_order_relaxed);
+      }
+      // else: the callback ran inside the post and queued the completion.
+    }
+    if (completed) {
+      op->Complete(std::move(immediate));
+    } else {
+      idle_cv_.notify_one();  // The progress thread has work.
+    }
+    return Request(std::move(op));
+  }
+
+  static absl::Status RecvStatus(const UcxOp& op, ucs_status_t s,
+                                 const ucp_tag_recv_info_t& info) {
+    if (s != UCS_OK) return UcxPeerError("receive", op.peer, s);
+    if (info.length != op.bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ucx: received ", info.length, " bytes from rank ", op.peer,
+          " into a receive of ", op.bytes, " bytes; sizes must match"));
+    }
+    return absl::OkStatus();
+  }
+
+  // UCX callbacks: run inside ucp_worker_progress (or a cancel), under
+  // worker_mu_. They only record; completions run once the lock is dropped.
+  static void OnSendDone(void* request, ucs_status_t s, void* user_data) {
+    auto* op = static_cast<UcxOp*>(user_data);
+    op->transport->Finish(op, request,
+                          UcxPeerError("send", op->peer, s));
+  }
+
+  static void OnRecvDone(void* request, ucs_status_t s,
+                         const ucp_tag_recv_info_t* info, void* user_data) {
+    auto* op = static_cast<UcxOp*>(user_data);
+    ucp_tag_recv_info_t none{};
+    op->transport->Finish(op, request,
+                          RecvStatus(*op, s, info != nullptr ? *info : none));
+  }
+
+  void Finish(UcxOp* op, void* request, absl::Status status) {
+    ucp_request_free(request);
+    if (!op->in_flight) return;  // Already given up on (Abort).
+    op->in_flight = false;
+    // Null if the callback runs inside the post call, before it returned.
+    if (op->ucx_request != nullptr) {
+      op->ucx_request = nullptr;
+      outstanding_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (!op->cancel_reason.ok()) status = op->cancel_reason;
+    pending_.erase(op);
+    completions_.push_back({std::move(op->self), std::move(status)});
+  }
+
+  static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t s) {
+    (void)ep;
+    auto* peer = static_cast<Peer*>(arg);
+    peer->transport->PeerFailed(*peer, s);
+  }
+
+  // Under worker_mu_.
+  void PeerFailed(Peer& peer, ucs_status_t s) {
+    if (!peer.lost.ok()) return;
+    peer.lost = absl::UnavailableError(absl::StrCat(
+        "ucx: rank ", peer.rank, " was lost (", ucs_status_string(s), ")"));
+    // Receives are not tied to an endpoint: cancel the ones from this peer
+    // ourselves. Sends on the failed endpoint fail through UCX.
+    CancelPending([&](const UcxOp& op) { return op.peer == peer.rank; },
+                  peer.lost);
+  }
+
+  // Under worker_mu_: cancels every pending op `which` selects, to complete
+  // with `reason`.
+  template <typename Pred>
+  void CancelPending(Pred which, const absl::Status& reason) {
+    std::vector<UcxOp*> victims;
+    for (UcxOp* op : pending_) {
+      if (which(*op) && op->cancel_reason.ok()) victims.push_back(op);
+    }
+    for (UcxOp* op : victims) {
+      op->cancel_reason = reason;
+      // May call back synchronously, which erases it from pending_.
+      if (op->ucx_request != nullptr) {
+        ucp_request_cancel(worker_, op->ucx_request);
+      }
+    }
+  }
+
+  void RunCompletions(std::vector<Completion>& done) {
+    for (Completion& c : done) c.op->Complete(std::move(c.status));
+  }
+
+  // Drives the worker while requests are outstanding, so transfers progress
+  // while the caller computes; sleeps otherwise.
+  void ProgressLoop() {
+    auto idle_for = std::chrono::microseconds(1);
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(idle_mu_);
+        idle_cv_.wait(lock, [&] {
+          return stop_ || outstanding_.load(std::memory_order_relaxed) > 0;
+        });
+        if (stop_) return;
+      }
+      if (Progress()) {
+        idle_for = std::chrono::microseconds(1);
+      } else {
+        // Back off while nothing arrives, up to 100 us: a waiting caller
+        // polls too, and the cores are shared.
+        std::this_thread::sleep_for(idle_for);
+        idle_for = std::min(idle_for * 2, std::chrono::microseconds(100));
+      }
+    }
+  }
+
+  const int rank_;
+  const int size_;
+  const bool peer_errors_;
+  ContextPtr context_;
+  ucp_worker_h worker_ = nullptr;
+  bool device_memory_ = false;
+
+  std::mutex worker_mu_;  // Serialises the worker and guards what follows.
+  std::vector<Peer> peers_;
+  absl::flat_hash_set<UcxOp*> pending_;
+  std::vector<Completion> completions_;
+  std::vector<std::shared_ptr<UcxOp>> abandoned_;
+  bool aborted_ = false;
+  absl::Status abort_reason_;
+
+  std::atomic<int> outstanding_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  bool stop_ = false;  // Guarded by idle_mu_.
+  std::thread progress_thread_;
+};
+
+bool UcxOp::Progress() { return transport->Progress(); }
+
+}  // namespace
+
+bool UcxTransportFactory::IsViable() const {
+  static const bool viable = CreateContext(1).ok();
+  return viable;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> UcxTransportFactory::Connect(
+    const TransportConfig& config) {
+  if (config.store == nullptr) {
+    return absl::InvalidArgumentError("ucx Connect: null store");
+  }
+  if (config.size < 1 || config.rank < 0 || config.rank >= config.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ucx Connect: rank ", config.rank, " of ", config.size));
+  }
+  if (config.size > (1 << kUcxRankBits)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ucx Connect: ", config.size, " ranks exceed the ",
+        1 << kUcxRankBits, " the tag layout carries"));
+  }
+  bool peer_errors = false;
+  if (const char* mode = std::getenv("RELAY_UCX_ERROR_MODE")) {
+    const absl::string_view m(mode);
+    if (m != "peer" && m != "none") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RELAY_UCX_ERROR_MODE=\"", m, "\": expected \"none\" or \"peer\""));
+    }
+    peer_errors = m == "peer";
+  }
+  absl::StatusOr<ContextPtr> context = CreateContext(config.size);
+  if (!context.ok()) return context.status();
+  auto transport = std::make_unique<UcxTransport>(
+      config.rank, config.size, *std::move(context), peer_errors);
+  if (absl::Status s = transport->Init(config); !s.ok()) return s;
+  return std::unique_ptr<Transport>(std::move(transport));
+}
+
+}  // namespace relay
