@@ -39,9 +39,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
-    CommunicatorOptions options, absl::Duration connect_timeout) {
+    CommunicatorOptions options, absl::Duration connect_timeout,
+    const std::string& transport) {
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
   if (!env.ok()) return env.status();
+  if (!transport.empty()) env->transport = transport;
   const TcpStoreOptions store_options{.host = env->store_host,
                                       .port = env->store_port,
                                       .token = env->token,
@@ -62,8 +64,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
   if (!factory.ok()) return factory.status();
   if (env->size > 1 && !(*factory)->SpansProcesses()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_TRANSPORT=", env->transport,
-        " connects threads of one process, but this job's ranks are "
+        "transport '", env->transport,
+        "' connects threads of one process, but this job's ranks are "
         "processes"));
   }
   std::shared_ptr<Store> base = *std::move(store);

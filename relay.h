@@ -28,6 +28,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "runtime/collective.h"
 #include "runtime/communicator.h"
 #include "runtime/request.h"
@@ -54,15 +55,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
 // (runtime/bootstrap/environment.h: relayrun, torchrun, mpirun or srun).
 // Rank 0 hosts the job's TCP store at the store address, which the
 // communicator keeps alive; the others connect to it, waiting up to
-// `connect_timeout` for rank 0 to come up. The transport is RELAY_TRANSPORT,
-// else the default one that spans processes (a single-rank job may use any).
+// `connect_timeout` for rank 0 to come up. The transport is `transport` if
+// given, else RELAY_TRANSPORT, else the default one that spans processes.
 //
 // Example (run as `relayrun -n 4 -- ./my_program`):
 //   RELAY_ASSIGN_OR_RETURN(auto comm, CreateCommunicatorFromEnvironment());
 //   RELAY_ASSIGN_OR_RETURN(Request r, comm->AllReduce(...));
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
     CommunicatorOptions options = {},
-    absl::Duration connect_timeout = absl::Minutes(2));
+    absl::Duration connect_timeout = absl::Minutes(2),
+    const std::string& transport = "");
 
 // The registry with every built-in transport registered.
 TransportRegistry& Transports();

@@ -9,6 +9,12 @@
 //   bazel run //bench:collectives                     # every collective
 //   bazel run //bench:collectives -- --collective all_reduce -b 8 -e 64M -f 2
 //
+// Under a launcher (tools/relayrun, mpirun, srun, torchrun: see
+// runtime/bootstrap/environment.h) each process is one rank instead, the
+// group is the job, and the transport defaults to the job's (RELAY_TRANSPORT)
+// or ucx; rank 0 prints the table:
+//   tools/relayrun -n 4 -- bazel-bin/bench/collectives --collective all_reduce
+//
 // Exit status: 0 if every checked row was right, 1 if any was wrong or a
 // call failed, 2 for bad flags.
 #include <pthread.h>
@@ -31,6 +37,7 @@
 #include "absl/time/time.h"
 #include "bench/report.h"
 #include "relay.h"
+#include "runtime/bootstrap/environment.h"
 #include "testing/reference.h"
 
 namespace relay {
@@ -43,8 +50,10 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
   -n ITERS           timed iterations per size (default 20)
   -w ITERS           warm-up iterations per size (default 5)
   -c 0|1             check every row's result (default 1)
-  --ranks N          ranks, as threads for loopback (default 4)
-  --transport NAME   registered transport (default loopback)
+  --ranks N          ranks, as threads for loopback (default 4); under a
+                     launcher the job's size, which --ranks may only repeat
+  --transport NAME   registered transport (default loopback; under a
+                     launcher RELAY_TRANSPORT, else ucx)
   --collective NAME  all_reduce, all_gather, reduce_scatter, broadcast,
                      reduce, gather, scatter, all_to_all, barrier, or all
                      (default all)
@@ -56,8 +65,9 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
   --root R           root of rooted collectives (default 0)
   --timeout SECONDS  per-operation timeout (default 120)
   --bind auto|core|none
-                     pin rank r's thread to core r % cores; auto (default)
-                     pins when ranks <= cores, as mpirun binds by default
+                     pin rank r's thread (under a launcher: process, by local
+                     rank) to core r % cores; auto (default) pins when the
+                     ranks on this host <= cores, as mpirun binds by default
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -68,6 +78,9 @@ struct Flags {
   size_t min_bytes = 8, max_bytes = 64 << 20;
   double factor = 2;
   int iters = 20, warmup = 5, ranks = 4, root = 0;
+  bool ranks_given = false, transport_given = false;
+  bool launched = false;  // This process is one rank of a launched job.
+  int local_rank = 0, local_size = 0;
   bool check = true;
   std::string transport = "loopback";
   std::vector<CollectiveKind> kinds = AllCollectiveKinds();
@@ -122,10 +135,12 @@ Flags ParseFlags(int argc, char** argv) {
       f.check = ParseInt(flag, v, 0) != 0;
     } else if (flag == "--ranks") {
       f.ranks = ParseInt(flag, v, 1);
+      f.ranks_given = true;
     } else if (flag == "--root") {
       f.root = ParseInt(flag, v, 0);
     } else if (flag == "--transport") {
       f.transport = v;
+      f.transport_given = true;
     } else if (flag == "--collective") {
       f.kinds = v == "all" ? AllCollectiveKinds()
                            : std::vector<CollectiveKind>{
@@ -152,6 +167,22 @@ Flags ParseFlags(int argc, char** argv) {
   if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);
       !s.ok()) {
     BadFlag(std::string(s.message()));
+  }
+  // Under a launcher the job fixes the ranks and, by default, the transport.
+  if (HasLaunchEnvironment()) {
+    absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
+    if (!env.ok()) BadFlag(std::string(env.status().message()));
+    if (f.ranks_given && f.ranks != env->size) {
+      BadFlag(absl::StrCat("--ranks ", f.ranks, " but the job has ", env->size,
+                           " ranks"));
+    }
+    f.ranks = env->size;
+    if (!f.transport_given) {
+      f.transport = env->transport.empty() ? "ucx" : env->transport;
+    }
+    f.launched = true;
+    f.local_rank = env->local_rank;
+    f.local_size = env->local_size > 0 ? env->local_size : env->size;
   }
   if (f.root >= f.ranks) {
     BadFlag(absl::StrCat("--root ", f.root, " is not below --ranks ", f.ranks));
@@ -383,6 +414,52 @@ absl::Status RunRank(Communicator& comm, const Flags& f,
   return absl::OkStatus();
 }
 
+// Rank 0's verdict over the rows and the JSON file; returns the exit code.
+int Finish(const Flags& f, const std::vector<bench::Reporter>& reporters,
+           int exit_code) {
+  int64_t wrong = 0;
+  for (const bench::Reporter& rep : reporters) wrong += rep.TotalWrong();
+  if (wrong > 0) exit_code = 1;
+  if (!f.json.empty()) {
+    std::vector<std::string> docs;
+    for (const bench::Reporter& rep : reporters) docs.push_back(rep.ToJson());
+    FILE* out = std::fopen(f.json.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "collectives: cannot write %s\n", f.json.c_str());
+      return 1;
+    }
+    std::fprintf(out, "{\"runs\": [%s]}\n", absl::StrJoin(docs, ",\n").c_str());
+    std::fclose(out);
+  }
+  return exit_code;
+}
+
+// This process is one rank of a launched job.
+int RunLaunchedRank(const Flags& f, std::vector<bench::Reporter>& reporters,
+                    int cores) {
+  if (f.bind == "core" ||
+      (f.bind == "auto" && cores > 0 && f.local_size <= cores)) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(f.local_rank % std::max(cores, 1), &set);
+    sched_setaffinity(0, sizeof(set), &set);
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateCommunicatorFromEnvironment({}, absl::Minutes(2), f.transport);
+  absl::Status result = comm.ok() ? RunRank(**comm, f, reporters) : comm.status();
+  const int rank = comm.ok() ? (*comm)->rank() : -1;
+  if (!result.ok()) {
+    std::fprintf(stderr, "collectives: rank %d: %s\n", rank,
+                 result.ToString().c_str());
+    return 1;
+  }
+  // Rank 0 keeps the store (and its table) until the others are done: a
+  // last barrier.
+  absl::StatusOr<Request> last = (*comm)->Barrier();
+  if (last.ok()) last->Wait().IgnoreError();
+  return rank == 0 ? Finish(f, reporters, 0) : 0;
+}
+
 int Main(int argc, char** argv) {
   const Flags f = ParseFlags(argc, argv);
   absl::StatusOr<TransportFactory*> factory = Transports().Get(f.transport);
@@ -404,6 +481,7 @@ int Main(int argc, char** argv) {
   }
 
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (f.launched) return RunLaunchedRank(f, reporters, cores);
   const bool bind =
       f.bind == "core" || (f.bind == "auto" && cores > 0 && f.ranks <= cores);
   auto store = std::make_shared<InMemoryStore>();
@@ -436,21 +514,7 @@ int Main(int argc, char** argv) {
       exit_code = 1;
     }
   }
-  int64_t wrong = 0;
-  for (const bench::Reporter& rep : reporters) wrong += rep.TotalWrong();
-  if (wrong > 0) exit_code = 1;
-  if (!f.json.empty()) {
-    std::vector<std::string> docs;
-    for (const bench::Reporter& rep : reporters) docs.push_back(rep.ToJson());
-    FILE* out = std::fopen(f.json.c_str(), "w");
-    if (out == nullptr) {
-      std::fprintf(stderr, "collectives: cannot write %s\n", f.json.c_str());
-      return 1;
-    }
-    std::fprintf(out, "{\"runs\": [%s]}\n", absl::StrJoin(docs, ",\n").c_str());
-    std::fclose(out);
-  }
-  return exit_code;
+  return Finish(f, reporters, exit_code);
 }
 
 }  // namespace

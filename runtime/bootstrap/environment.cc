@@ -99,6 +99,14 @@ EnvironmentLookup ProcessEnvironment() {
   };
 }
 
+bool HasLaunchEnvironment(const EnvironmentLookup& lookup) {
+  const Reader env{lookup};
+  for (const Launcher& l : kLaunchers) {
+    if (env.IsSet(l.rank) || env.IsSet(l.size)) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(
     const EnvironmentLookup& lookup) {
   const Reader env{lookup};

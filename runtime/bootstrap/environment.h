@@ -66,6 +66,11 @@ EnvironmentLookup ProcessEnvironment();
 absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(
     const EnvironmentLookup& lookup = ProcessEnvironment());
 
+// True if any launcher's rank or size variable is set: the process was
+// (meant to be) started as one rank of a job. Tools use it to choose
+// between running ranks as threads and being one rank.
+bool HasLaunchEnvironment(const EnvironmentLookup& lookup = ProcessEnvironment());
+
 }  // namespace relay
 
 #endif  // RELAY_RUNTIME_BOOTSTRAP_ENVIRONMENT_H_

@@ -110,6 +110,21 @@ TEST(EnvironmentTest, HigherLauncherWinsOverNestedOnes) {
   EXPECT_EQ(env->store_port, 8);
 }
 
+TEST(EnvironmentTest, HasLaunchEnvironment) {
+  auto has = [](const Vars& vars) {
+    return HasLaunchEnvironment(
+        [&](absl::string_view name) -> std::optional<std::string> {
+          auto it = vars.find(std::string(name));
+          if (it == vars.end()) return std::nullopt;
+          return it->second;
+        });
+  };
+  EXPECT_FALSE(has({}));
+  EXPECT_FALSE(has({{"MASTER_ADDR", "h"}, {"RELAY_TOKEN", "t"}}));
+  EXPECT_TRUE(has({{"WORLD_SIZE", "2"}}));
+  EXPECT_TRUE(has({{"SLURM_PROCID", "0"}}));
+}
+
 TEST(EnvironmentTest, MissingAndContradictoryVariablesAreNamed) {
   ExpectError({}, {"RELAY_RANK", "RANK", "mpirun", "srun"});
   ExpectError({{"RANK", "1"}}, {"WORLD_SIZE"});
