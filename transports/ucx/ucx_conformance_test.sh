@@ -6,14 +6,18 @@
 # Usage: ucx_conformance_test.sh [MAX_SIZE]   (default 8)
 set -uo pipefail
 
+# A runfile under bazel test; outside it, the source tree's tools/ or
+# bazel-bin's binaries.
 runfile() {
   local p="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-relay}/$1"
   [[ -e "$p" ]] && { echo "$p"; return; }
-  echo "$(cd "$(dirname "$0")/../.." && pwd)/$1"
+  local root
+  root="$(cd "$(dirname "$0")/../.." && pwd)"
+  [[ -e "$root/$1" && "$1" == tools/* ]] && { echo "$root/$1"; return; }
+  echo "$root/bazel-bin/$1"
 }
 RELAYRUN="$(runfile tools/relayrun)"
 RANK_BIN="$(runfile testing/conformance_rank)"
-[[ -x "$RANK_BIN" ]] || RANK_BIN="$(cd "$(dirname "$0")/../.." && pwd)/bazel-bin/testing/conformance_rank"
 MAX_SIZE="${1:-8}"
 failures=0
 

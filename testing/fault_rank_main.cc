@@ -1,0 +1,101 @@
+// fault_rank: one rank of a job in which one rank is SIGKILLed in the middle
+// of an all_reduce; the others check that the loss turns into an error, in
+// time. Run under tools/relayrun --keep-going (so the survivors are not
+// stopped when the victim dies), e.g.
+//   tools/relayrun -n 4 --keep-going -- bazel-bin/testing/fault_rank --victim 1
+//
+// Every rank loops over all_reduces of --count floats with a --timeout
+// seconds deadline. The victim posts its all_reduce number --after and kills
+// itself with SIGKILL before waiting on it. Each survivor prints
+//   rank R: all_reduce #I failed after T s: CODE: message
+// and exits 0 if CODE is UNAVAILABLE or DEADLINE_EXCEEDED and T is at most
+// the timeout plus 1 s; 3 if the error or its timing is wrong; 4 if it never
+// saw a failure. Exit 2: bad flags or environment.
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "relay.h"
+
+namespace relay {
+namespace {
+
+int Main(int argc, char** argv) {
+  int victim = 1, after = 3, timeout_s = 3;
+  int64_t count = 1 << 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    int64_t v = 0;
+    if (i + 1 >= argc || !absl::SimpleAtoi(argv[i + 1], &v) || v < 0) {
+      std::fprintf(stderr,
+                   "fault_rank: %s wants a non-negative integer\n"
+                   "flags: --victim R --after N --timeout S --count N\n",
+                   flag.c_str());
+      return 2;
+    }
+    ++i;
+    if (flag == "--victim") {
+      victim = static_cast<int>(v);
+    } else if (flag == "--after") {
+      after = static_cast<int>(v);
+    } else if (flag == "--timeout") {
+      timeout_s = static_cast<int>(v);
+    } else if (flag == "--count") {
+      count = v;
+    } else {
+      std::fprintf(stderr, "fault_rank: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  CommunicatorOptions options;
+  options.default_timeout = absl::Seconds(timeout_s);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateCommunicatorFromEnvironment(options);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "fault_rank: %s\n", comm.status().ToString().c_str());
+    return 2;
+  }
+  const int rank = (*comm)->rank();
+  std::vector<float> in(static_cast<size_t>(count), 1.0f), out(in.size());
+  for (int i = 0; i < after + 50; ++i) {
+    absl::StatusOr<Request> r = (*comm)->AllReduce(
+        ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+    if (!r.ok()) {
+      std::printf("rank %d: all_reduce #%d not posted: %s\n", rank, i,
+                  r.status().ToString().c_str());
+      return 3;
+    }
+    if (rank == victim && i == after) {
+      std::printf("rank %d: killing myself inside all_reduce #%d\n", rank, i);
+      std::fflush(stdout);
+      raise(SIGKILL);
+    }
+    const absl::Time start = absl::Now();
+    absl::Status s = r->Wait();
+    const absl::Duration took = absl::Now() - start;
+    if (s.ok()) continue;
+    std::printf("rank %d: all_reduce #%d failed after %.3f s: %s\n", rank, i,
+                absl::ToDoubleSeconds(took), s.ToString().c_str());
+    std::fflush(stdout);
+    const bool expected_code = s.code() == absl::StatusCode::kUnavailable ||
+                               s.code() == absl::StatusCode::kDeadlineExceeded;
+    const bool in_time = took <= absl::Seconds(timeout_s + 1);
+    if (!expected_code || !in_time) return 3;
+    // Leave without waiting for the others: the group is broken.
+    (*comm)->Abort(s).IgnoreError();
+    return 0;
+  }
+  std::printf("rank %d: never saw the failure\n", rank);
+  return rank == victim ? 0 : 4;
+}
+
+}  // namespace
+}  // namespace relay
+
+int main(int argc, char** argv) { return relay::Main(argc, argv); }

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A rank SIGKILLed in the middle of an all_reduce over UCX: every survivor's
+# Wait must end with UNAVAILABLE or DEADLINE_EXCEEDED within its timeout plus
+# 1 s (testing/fault_rank checks its own), and relayrun must exit non-zero
+# naming the dead rank. Runs over shared memory (the loss shows as the
+# deadline) and over TCP with UCX peer error handling (the loss shows as
+# UNAVAILABLE), with the victim a plain rank and the store's host, rank 0.
+set -uo pipefail
+
+# A runfile under bazel test; outside it, the source tree's tools/ or
+# bazel-bin's binaries.
+runfile() {
+  local p="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-relay}/$1"
+  [[ -e "$p" ]] && { echo "$p"; return; }
+  local root
+  root="$(cd "$(dirname "$0")/../.." && pwd)"
+  [[ -e "$root/$1" && "$1" == tools/* ]] && { echo "$root/$1"; return; }
+  echo "$root/bazel-bin/$1"
+}
+RELAYRUN="$(runfile tools/relayrun)"
+FAULT_BIN="$(runfile testing/fault_rank)"
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# run LABEL N VICTIM TIMEOUT [VAR=VALUE...]: one job, checked.
+run() {
+  local label="$1" n="$2" victim="$3" timeout="$4"
+  shift 4
+  local start=$SECONDS out rc
+  out="$(env "$@" "$RELAYRUN" -n "$n" --keep-going --timeout 60 -- \
+    "$FAULT_BIN" --victim "$victim" --timeout "$timeout" 2>&1)"
+  rc=$?
+  local ok=1
+  [[ $rc == 137 ]] || { fail "$label: relayrun exited $rc, want 137 (the victim's SIGKILL)"; ok=0; }
+  grep -q "relayrun: rank $victim was killed by SIGKILL" <<<"$out" ||
+    { fail "$label: relayrun did not name rank $victim"; ok=0; }
+  local survivors
+  survivors="$(grep -cE "^\[[0-9]+\] rank [0-9]+: all_reduce #[0-9]+ failed after [0-9.]+ s: (UNAVAILABLE|DEADLINE_EXCEEDED)" <<<"$out")"
+  [[ "$survivors" == $((n - 1)) ]] ||
+    { fail "$label: $survivors of $((n - 1)) survivors reported the loss in time"; ok=0; }
+  if ((ok)); then
+    echo "ok: $label ($((SECONDS - start)) s)"
+    grep "failed after" <<<"$out" | sed 's/^/    /'
+  else
+    sed 's/^/    /' <<<"$out" | tail -n 20
+  fi
+}
+
+run "shared memory, 4 ranks, rank 1 killed" 4 1 3 UCX_TLS=shm,self
+run "shared memory, 3 ranks, rank 0 (store host) killed" 3 0 3 UCX_TLS=shm,self
+run "tcp with peer errors, 4 ranks, rank 2 killed" 4 2 10 UCX_TLS=tcp,self RELAY_UCX_ERROR_MODE=peer
+
+# Without --keep-going relayrun stops the survivors at once and still names
+# the dead rank.
+start=$SECONDS
+out="$(UCX_TLS=shm,self "$RELAYRUN" -n 3 --grace 1 -- "$FAULT_BIN" --victim 2 --timeout 30 2>&1)"
+rc=$?
+[[ $rc == 137 ]] || fail "plain relayrun exited $rc, want 137"
+grep -q "relayrun: rank 2 was killed by SIGKILL; stopping the other ranks" <<<"$out" ||
+  fail "plain relayrun did not name rank 2"
+((SECONDS - start < 15)) || fail "plain relayrun took $((SECONDS - start)) s to stop the job"
+
+((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
+echo "all UCX fault checks passed"
