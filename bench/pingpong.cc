@@ -5,6 +5,10 @@
 //
 //   bazel run //bench:pingpong -- -b 8 -e 4M -f 4 -n 10000
 //
+// Under a launcher (tools/relayrun -n 2, mpirun -np 2, ...) each of the two
+// processes is one rank and the transport defaults to the job's or ucx:
+//   UCX_TLS=shm,self tools/relayrun -n 2 -- bazel-bin/bench/pingpong
+//
 // Exit status: 0 on success, 1 if an operation failed, 2 for bad flags.
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "bench/report.h"
 #include "relay.h"
+#include "runtime/bootstrap/environment.h"
 
 namespace relay {
 namespace {
@@ -29,7 +34,8 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
   -n ITERS           round trips per size (default 10000; fewer for large)
   -w ITERS           warm-up round trips per size (default 100)
   --window N         messages in flight for the bandwidth test (default 16)
-  --transport NAME   registered transport (default loopback)
+  --transport NAME   registered transport (default loopback; under a
+                     launcher RELAY_TRANSPORT, else ucx)
   -h, --help         this text
 )";
 
@@ -38,6 +44,7 @@ struct Flags {
   double factor = 4;
   int iters = 10000, warmup = 100, window = 16;
   std::string transport = "loopback";
+  bool transport_given = false;
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -76,6 +83,7 @@ Flags ParseFlags(int argc, char** argv) {
       f.window = positive(1);
     } else if (flag == "--transport") {
       f.transport = v;
+      f.transport_given = true;
     } else {
       BadFlag(absl::StrCat("unknown flag: ", flag));
     }
@@ -145,8 +153,35 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
   return absl::OkStatus();
 }
 
+// This process is one of the two ranks of a launched job.
+int RunLaunchedRank(Flags f) {
+  absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
+  if (!env.ok()) BadFlag(std::string(env.status().message()));
+  if (env->size != 2) BadFlag(absl::StrCat("needs 2 ranks, the job has ", env->size));
+  if (!f.transport_given) f.transport = env->transport.empty() ? "ucx" : env->transport;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateCommunicatorFromEnvironment({}, absl::Minutes(2), f.transport);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "pingpong: %s\n", comm.status().ToString().c_str());
+    return 1;
+  }
+  if ((*comm)->rank() == 0) {
+    std::printf("# relay pingpong: 2 processes, transport %s\n",
+                f.transport.c_str());
+    std::printf("# %10s  %12s  %12s\n", "size (B)", "latency (us)", "bw (GB/s)");
+  }
+  absl::Status s = RunRank(**comm, f);
+  if (!s.ok()) {
+    std::fprintf(stderr, "pingpong: rank %d: %s\n", (*comm)->rank(),
+                 s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   const Flags f = ParseFlags(argc, argv);
+  if (HasLaunchEnvironment()) return RunLaunchedRank(f);
   if (!Transports().Get(f.transport).ok()) {
     BadFlag(absl::StrCat("unknown transport ", f.transport));
   }

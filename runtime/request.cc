@@ -152,6 +152,32 @@ absl::Status Request::StreamWait(void* /*cuda_stream*/) {
       "operation: use Wait()");
 }
 
+namespace {
+
+// WhenAll's request: completes when its parts have, and drives their
+// progress while waited on (a polling transport's operations move only when
+// someone polls them).
+class JointState final : public RequestState {
+ public:
+  JointState(absl::Time deadline, std::vector<std::shared_ptr<RequestState>> parts)
+      : RequestState(deadline), parts_(std::move(parts)) {}
+
+ protected:
+  bool Progress() override {
+    // The first unfinished part: parts usually share one transport, whose
+    // progress moves them all.
+    for (const std::shared_ptr<RequestState>& part : parts_) {
+      if (!part->done()) return part->Poll();
+    }
+    return false;
+  }
+
+ private:
+  const std::vector<std::shared_ptr<RequestState>> parts_;  // Immutable.
+};
+
+}  // namespace
+
 Request WhenAll(std::vector<Request> requests, absl::Time deadline) {
   struct Joint {
     std::shared_ptr<RequestState> state;
@@ -159,8 +185,13 @@ Request WhenAll(std::vector<Request> requests, absl::Time deadline) {
     std::mutex mu;
     absl::Status first_error;  // Guarded by mu.
   };
+  std::vector<std::shared_ptr<RequestState>> parts;
+  parts.reserve(requests.size());
+  for (const Request& r : requests) {
+    if (r.valid()) parts.push_back(r.state());
+  }
   auto joint = std::make_shared<Joint>();
-  joint->state = std::make_shared<RequestState>(deadline);
+  joint->state = std::make_shared<JointState>(deadline, std::move(parts));
   joint->remaining.store(requests.size() + 1);  // +1 until all are attached.
   auto arrive = [joint](absl::Status status) {
     if (!status.ok()) {

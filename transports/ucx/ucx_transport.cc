@@ -201,18 +201,12 @@ class UcxTransport final : public Transport {
     return Post(peer, tag, data.data, data.bytes(), /*is_recv=*/true, deadline);
   }
 
+  // Called by waiting or testing callers. While they poll, the progress
+  // thread stands aside (see ProgressLoop), so the two do not fight over
+  // the worker lock and the cores.
   bool Progress() override {
-    std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    bool worked = false;
-    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
-      worked = true;
-    }
-    std::vector<Completion> done = std::move(completions_);
-    completions_.clear();
-    lock.unlock();
-    RunCompletions(done);
-    return worked || !done.empty();
+    last_caller_poll_ns_.store(NowNanos(), std::memory_order_relaxed);
+    return Poll();
   }
 
   void Abort(absl::Status reason) override {
@@ -266,6 +260,27 @@ class UcxTransport final : public Transport {
   }
 
  private:
+  static int64_t NowNanos() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  bool Poll() {
+    std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    bool worked = false;
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+      worked = true;
+    }
+    std::vector<Completion> done = std::move(completions_);
+    completions_.clear();
+    lock.unlock();
+    RunCompletions(done);
+    return worked || !done.empty();
+  }
+
+
   struct Peer {
     UcxTransport* transport = nullptr;
     int rank = 0;
@@ -291,6 +306,7 @@ class UcxTransport final : public Transport {
     auto op = std::make_shared<UcxOp>(deadline, this, peer, is_recv, bytes);
     absl::Status immediate;
     bool completed = false;
+    std::vector<Completion> inline_done;
     {
       std::lock_guard<std::mutex> lock(worker_mu_);
       if (aborted_) {
@@ -331,11 +347,19 @@ class UcxTransport final : public Transport {
       } else if (op->in_flight) {
         op->ucx_request = r;
         outstanding_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        // The callback ran inside the post and queued the completion. Run
+        // it now: nothing else may call Progress() for this rank (a waiter
+        // on a WhenAll of requests does not), and the progress thread sleeps
+        // while nothing is outstanding.
+        inline_done = std::move(completions_);
+        completions_.clear();
       }
-      // else: the callback ran inside the post and queued the completion.
     }
     if (completed) {
       op->Complete(std::move(immediate));
+    } else if (!inline_done.empty()) {
+      RunCompletions(inline_done);
     } else {
       idle_cv_.notify_one();  // The progress thread has work.
     }
@@ -422,18 +446,34 @@ class UcxTransport final : public Transport {
   }
 
   // Drives the worker while requests are outstanding, so transfers progress
-  // while the caller computes; sleeps otherwise.
+  // while the caller computes, and for a while after the last one finished:
+  // UCX may still owe protocol messages (a rendezvous acknowledgement) that
+  // no request of ours waits for, but a peer does. Sleeps otherwise.
   void ProgressLoop() {
+    using Clock = std::chrono::steady_clock;
     auto idle_for = std::chrono::microseconds(1);
+    Clock::time_point last_busy = Clock::now();
     for (;;) {
-      {
+      if (outstanding_.load(std::memory_order_relaxed) > 0) {
+        last_busy = Clock::now();
+      } else if (Clock::now() - last_busy > kLinger) {
         std::unique_lock<std::mutex> lock(idle_mu_);
         idle_cv_.wait(lock, [&] {
           return stop_ || outstanding_.load(std::memory_order_relaxed) > 0;
         });
+        last_busy = Clock::now();
+      }
+      {
+        std::lock_guard<std::mutex> lock(idle_mu_);
         if (stop_) return;
       }
-      if (Progress()) {
+      // A caller is polling: let it drive the worker.
+      if (NowNanos() - last_caller_poll_ns_.load(std::memory_order_relaxed) <
+          kCallerPollingNs) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
+      }
+      if (Poll()) {
         idle_for = std::chrono::microseconds(1);
       } else {
         // Back off while nothing arrives, up to 100 us: a waiting caller
@@ -460,6 +500,11 @@ class UcxTransport final : public Transport {
   absl::Status abort_reason_;
 
   std::atomic<int> outstanding_{0};
+  // When a caller last drove progress (steady clock, ns), and how recent
+  // that must be for the progress thread to stand aside.
+  std::atomic<int64_t> last_caller_poll_ns_{0};
+  static constexpr int64_t kCallerPollingNs = 100'000;
+  static constexpr std::chrono::milliseconds kLinger{20};
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   bool stop_ = false;  // Guarded by idle_mu_.

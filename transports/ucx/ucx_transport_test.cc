@@ -1,0 +1,175 @@
+// The UCX transport's own contract, with two ranks as threads of this process
+// (each with its own UCP context and worker, as separate processes would
+// have): bad input, the tag layout's limits, size mismatches, receives whose
+// messages arrived first (UCX's unexpected queue) waited on through WhenAll
+// alone, large (rendezvous) messages, and Abort.
+#include "transports/ucx/ucx_transport.h"
+
+#include <atomic>
+#include <memory>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "runtime/buffer.h"
+#include "runtime/request.h"
+#include "runtime/store.h"
+#include "runtime/tag.h"
+
+namespace relay {
+namespace {
+
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+// Connects `n` ranks (threads) and returns their transports.
+std::vector<std::unique_ptr<Transport>> ConnectGroup(int n) {
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::unique_ptr<Transport>> out(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      UcxTransportFactory factory;
+      auto t = factory.Connect({store, r, n, kTimeout});
+      ASSERT_TRUE(t.ok()) << t.status();
+      out[r] = *std::move(t);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+absl::Time Deadline() { return absl::Now() + kTimeout; }
+
+class UcxTransportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    UcxTransportFactory factory;
+    if (!factory.IsViable()) GTEST_SKIP() << "UCX is not usable here";
+    ranks_ = ConnectGroup(2);
+    ASSERT_NE(ranks_[0], nullptr);
+    ASSERT_NE(ranks_[1], nullptr);
+  }
+  std::vector<std::unique_ptr<Transport>> ranks_;
+};
+
+TEST_F(UcxTransportTest, BadInputIsInvalidArgument) {
+  std::vector<uint8_t> buf(8);
+  EXPECT_EQ(ranks_[0]->Isend(2, 0, ConstBuffer::Of(buf), Deadline()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ranks_[0]->Irecv(-1, 0, Buffer::Of(buf), Deadline()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ranks_[0]
+                ->Isend(1, UserTag(kUcxMaxUserTag + 1), ConstBuffer::Of(buf),
+                        Deadline())
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ranks_[0]->capabilities().max_user_tag, kUcxMaxUserTag);
+}
+
+// True once every one of `requests` has completed OK, learned through
+// OnDone alone: nobody calls Wait or Test, so the transport must finish them
+// by itself (inside the post, or on its progress thread).
+bool CompleteWithoutPolling(std::vector<Request>& requests,
+                            absl::Duration timeout) {
+  auto left = std::make_shared<std::atomic<int>>(static_cast<int>(requests.size()));
+  auto failed = std::make_shared<std::atomic<bool>>(false);
+  for (Request& r : requests) {
+    r.OnDone([left, failed](absl::Status s) {
+      if (!s.ok()) failed->store(true);
+      left->fetch_sub(1);
+    });
+  }
+  const absl::Time until = absl::Now() + timeout;
+  while (left->load() > 0 && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return left->load() == 0 && !failed->load();
+}
+
+// Messages that arrive before their receives are posted complete inside the
+// post; they must complete with no caller polling.
+TEST_F(UcxTransportTest, EarlyMessagesCompleteThroughWhenAll) {
+  constexpr int kMessages = 16;
+  std::vector<std::vector<int>> out(kMessages, std::vector<int>(4, -1));
+  std::vector<int> in = {1, 2, 3, 4};
+  std::vector<Request> sends;
+  for (int i = 0; i < kMessages; ++i) {
+    in[0] = i;
+    auto s = ranks_[0]->Isend(1, UserTag(7), ConstBuffer::Of(in), Deadline());
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(s->Wait(kTimeout).ok());  // Eager: the bytes are gone.
+  }
+  absl::SleepFor(absl::Milliseconds(50));  // Let them land as unexpected.
+  std::vector<Request> recvs;
+  for (int i = 0; i < kMessages; ++i) {
+    auto r = ranks_[1]->Irecv(0, UserTag(7), Buffer::Of(out[i]), Deadline());
+    ASSERT_TRUE(r.ok());
+    recvs.push_back(*std::move(r));
+  }
+  ASSERT_TRUE(CompleteWithoutPolling(recvs, kTimeout));
+  for (int i = 0; i < kMessages; ++i) {
+    EXPECT_EQ(out[i], (std::vector<int>{i, 2, 3, 4})) << "message " << i;
+  }
+}
+
+TEST_F(UcxTransportTest, LargeMessagesInOrderPerTag) {
+  constexpr size_t kCount = 3 << 20;  // Rendezvous protocol territory.
+  std::vector<int> a(kCount), b(kCount), ra(kCount), rb(kCount);
+  std::iota(a.begin(), a.end(), 0);
+  std::iota(b.begin(), b.end(), 1000);
+  auto r1 = ranks_[1]->Irecv(0, UserTag(3), Buffer::Of(ra), Deadline());
+  auto r2 = ranks_[1]->Irecv(0, UserTag(3), Buffer::Of(rb), Deadline());
+  auto s1 = ranks_[0]->Isend(1, UserTag(3), ConstBuffer::Of(a), Deadline());
+  auto s2 = ranks_[0]->Isend(1, UserTag(3), ConstBuffer::Of(b), Deadline());
+  ASSERT_TRUE(r1.ok() && r2.ok() && s1.ok() && s2.ok());
+  std::vector<Request> all = {*r1, *r2, *s1, *s2};
+  // The progress thread alone must carry the rendezvous through.
+  ASSERT_TRUE(CompleteWithoutPolling(all, kTimeout));
+  EXPECT_EQ(ra, a);  // The first send matches the first receive.
+  EXPECT_EQ(rb, b);
+}
+
+TEST_F(UcxTransportTest, SizeMismatchFailsTheReceive) {
+  std::vector<int> small(2, 5), big(4, 0);
+  auto r = ranks_[1]->Irecv(0, UserTag(1), Buffer::Of(big), Deadline());
+  auto s = ranks_[0]->Isend(1, UserTag(1), ConstBuffer::Of(small), Deadline());
+  ASSERT_TRUE(r.ok() && s.ok());
+  EXPECT_EQ(r->Wait(kTimeout).code(), absl::StatusCode::kInvalidArgument);
+  // Larger than the receive buffer: truncated, also InvalidArgument.
+  std::vector<int> tiny(1);
+  auto r2 = ranks_[1]->Irecv(0, UserTag(2), Buffer::Of(tiny), Deadline());
+  auto s2 = ranks_[0]->Isend(1, UserTag(2), ConstBuffer::Of(big), Deadline());
+  ASSERT_TRUE(r2.ok() && s2.ok());
+  EXPECT_EQ(r2->Wait(kTimeout).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(UcxTransportTest, AbortCancelsPendingAndRefusesLaterCalls) {
+  std::vector<int> buf(4);
+  auto pending = ranks_[1]->Irecv(0, UserTag(9), Buffer::Of(buf), Deadline());
+  ASSERT_TRUE(pending.ok());
+  const absl::Time start = absl::Now();
+  ranks_[1]->Abort(absl::CancelledError("test abort"));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  absl::Status s = pending->Wait(absl::Seconds(1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+  EXPECT_NE(s.message().find("test abort"), std::string::npos);
+  EXPECT_EQ(ranks_[1]->Irecv(0, UserTag(9), Buffer::Of(buf), Deadline())
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(UcxTransportConnectTest, BadConfigIsInvalidArgument) {
+  UcxTransportFactory factory;
+  EXPECT_EQ(factory.Connect({nullptr, 0, 1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto store = std::make_shared<InMemoryStore>();
+  EXPECT_EQ(factory.Connect({store, 2, 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace relay
