@@ -94,10 +94,12 @@ class UcxOp final : public RequestState {
 
 class UcxTransport final : public Transport {
  public:
-  UcxTransport(int rank, int size, ContextPtr context, bool peer_errors)
+  UcxTransport(int rank, int size, ContextPtr context, bool peer_errors,
+               bool progress_thread)
       : rank_(rank),
         size_(size),
         peer_errors_(peer_errors),
+        progress_thread_enabled_(progress_thread),
         context_(std::move(context)),
         peers_(static_cast<size_t>(size)) {}
 
@@ -170,7 +172,9 @@ class UcxTransport final : public Transport {
         return UcxPeerError("ucp_ep_create", r, s);
       }
     }
-    progress_thread_ = std::thread([this] { ProgressLoop(); });
+    if (progress_thread_enabled_) {
+      progress_thread_ = std::thread([this] { ProgressLoop(); });
+    }
     return absl::OkStatus();
   }
 
@@ -204,9 +208,18 @@ class UcxTransport final : public Transport {
   // Called by waiting or testing callers. While they poll, the progress
   // thread stands aside (see ProgressLoop), so the two do not fight over
   // the worker lock and the cores.
+  //
+  // Returns true (keep polling me, do not sleep) while requests are in
+  // flight and the worker saw activity in the last kBusyNs: a rendezvous
+  // transfer can run for a millisecond inside the peer's progress with
+  // nothing to do here, and a caller that slept through it would add its
+  // wake-up latency to every large message.
   bool Progress() override {
-    last_caller_poll_ns_.store(NowNanos(), std::memory_order_relaxed);
-    return Poll();
+    const int64_t now = NowNanos();
+    last_caller_poll_ns_.store(now, std::memory_order_relaxed);
+    if (Poll()) return true;
+    return outstanding_.load(std::memory_order_relaxed) > 0 &&
+           now - last_activity_ns_.load(std::memory_order_relaxed) < kBusyNs;
   }
 
   void Abort(absl::Status reason) override {
@@ -277,7 +290,9 @@ class UcxTransport final : public Transport {
     completions_.clear();
     lock.unlock();
     RunCompletions(done);
-    return worked || !done.empty();
+    worked = worked || !done.empty();
+    if (worked) last_activity_ns_.store(NowNanos(), std::memory_order_relaxed);
+    return worked;
   }
 
 
@@ -347,6 +362,7 @@ class UcxTransport final : public Transport {
       } else if (op->in_flight) {
         op->ucx_request = r;
         outstanding_.fetch_add(1, std::memory_order_relaxed);
+        last_activity_ns_.store(NowNanos(), std::memory_order_relaxed);
       } else {
         // The callback ran inside the post and queued the completion. Run
         // it now: nothing else may call Progress() for this rank (a waiter
@@ -467,17 +483,21 @@ class UcxTransport final : public Transport {
         std::lock_guard<std::mutex> lock(idle_mu_);
         if (stop_) return;
       }
-      // A caller is polling: let it drive the worker.
+      // A caller is polling (Wait spins and yields for a few hundred
+      // microseconds before it sleeps): let it drive the worker alone.
       if (NowNanos() - last_caller_poll_ns_.load(std::memory_order_relaxed) <
           kCallerPollingNs) {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
         continue;
       }
       if (Poll()) {
         idle_for = std::chrono::microseconds(1);
+      } else if (outstanding_.load(std::memory_order_relaxed) > 0) {
+        // Requests in flight and no caller polling: keep them moving, but
+        // give the core away between polls.
+        std::this_thread::yield();
       } else {
-        // Back off while nothing arrives, up to 100 us: a waiting caller
-        // polls too, and the cores are shared.
+        // Lingering: back off up to 100 us.
         std::this_thread::sleep_for(idle_for);
         idle_for = std::min(idle_for * 2, std::chrono::microseconds(100));
       }
@@ -487,6 +507,7 @@ class UcxTransport final : public Transport {
   const int rank_;
   const int size_;
   const bool peer_errors_;
+  const bool progress_thread_enabled_;
   ContextPtr context_;
   ucp_worker_h worker_ = nullptr;
   bool device_memory_ = false;
@@ -503,7 +524,10 @@ class UcxTransport final : public Transport {
   // When a caller last drove progress (steady clock, ns), and how recent
   // that must be for the progress thread to stand aside.
   std::atomic<int64_t> last_caller_poll_ns_{0};
-  static constexpr int64_t kCallerPollingNs = 100'000;
+  static constexpr int64_t kCallerPollingNs = 300'000;
+  // When the worker last did something (a completion or protocol work).
+  std::atomic<int64_t> last_activity_ns_{0};
+  static constexpr int64_t kBusyNs = 2'000'000;
   static constexpr std::chrono::milliseconds kLinger{20};
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
@@ -543,10 +567,20 @@ absl::StatusOr<std::unique_ptr<Transport>> UcxTransportFactory::Connect(
     }
     peer_errors = m == "peer";
   }
+  bool progress_thread = true;
+  if (const char* v = std::getenv("RELAY_UCX_PROGRESS_THREAD")) {
+    const absl::string_view m(v);
+    if (m != "0" && m != "1") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RELAY_UCX_PROGRESS_THREAD=\"", m, "\": expected 0 or 1"));
+    }
+    progress_thread = m == "1";
+  }
   absl::StatusOr<ContextPtr> context = CreateContext(config.size);
   if (!context.ok()) return context.status();
   auto transport = std::make_unique<UcxTransport>(
-      config.rank, config.size, *std::move(context), peer_errors);
+      config.rank, config.size, *std::move(context), peer_errors,
+      progress_thread);
   if (absl::Status s = transport->Init(config); !s.ok()) return s;
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# File: bench/compare_allreduce_ucx.sh
+#
+# The multi-process issue's comparison, in one run: relay's all_reduce with
+# ranks as processes over UCX shared memory (UCX_TLS=shm,self, started by
+# tools/relayrun) against Open MPI's MPI_Allreduce (every tuned algorithm,
+# best per size) and Gloo's all_reduce (every algorithm, best per size),
+# float32 sum, 8 B to 64 MB, 2 and 4 processes. Writes raw outputs and a
+# Markdown table of ratios to OUT_DIR (default
+# bench/results/<date>-allreduce-ucx-vs-mpi-gloo).
+#
+# Example:
+#   bench/compare_allreduce_ucx.sh
+#   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce_ucx.sh /tmp/quick
+#
+# The three run alternately, ROUNDS times (default 3); the table takes each
+# side's median per size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out="${1:-bench/results/$(date +%Y-%m-%d)-allreduce-ucx-vs-mpi-gloo}"
+nps="${NP:-2 4}"
+iters="${ITERS:-20}"
+warmup="${WARMUP:-5}"
+rounds="${ROUNDS:-3}"
+tls="${RELAY_UCX_TLS:-shm,self}"
+gloo_algs="${GLOO_ALGS:-ring ring_chunked halving_doubling bcube}"
+sweep=(-b 8 -e 64M -f 2 -n "$iters" -w "$warmup")
+mkdir -p "$out"
+
+bazel build //bench:collectives //bench/peers:mpi_collectives //bench/peers:gloo_allreduce >&2
+bin="$(mktemp -d)"
+trap 'rm -rf "$bin"' EXIT
+cp -f bazel-bin/bench/collectives bazel-bin/bench/peers/gloo_allreduce "$bin/"
+
+{
+  echo "# all_reduce: relay over UCX (processes) vs Open MPI vs Gloo"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- command: bench/compare_allreduce_ucx.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds, UCX_TLS=$tls)"
+  echo "- relay: UCX_TLS=$tls tools/relayrun -n N -- bench/collectives --collective all_reduce ${sweep[*]}"
+  echo "- Open MPI: bench/peers/run_mpi_allreduce.sh --best ${sweep[*]} (algorithms 0-6, 0 = default rules)"
+  echo "- Gloo: tools/relayrun -n N -- bench/peers/gloo_allreduce --algorithm A ${sweep[*]} for A in: $gloo_algs"
+  echo
+  echo "Each figure is the median over the rounds of the better of out-of-place"
+  echo "and in-place; for Open MPI and Gloo, of their best algorithm at that size."
+} > "$out/README.md"
+
+for np in $nps; do
+  for ((r = 1; r <= rounds; r++)); do
+    echo "== round $r: relay (ucx), $np processes" >&2
+    UCX_TLS="$tls" tools/relayrun -n "$np" --no-prefix -- "$bin/collectives" \
+      --collective all_reduce --transport ucx "${sweep[@]}" \
+      --json "$out/relay_np${np}_r$r.json" > "$out/relay_np${np}_r$r.txt"
+    echo "== round $r: Open MPI, $np processes" >&2
+    bench/peers/run_mpi_allreduce.sh --best --np "$np" "${sweep[@]}" \
+      --json "$out/mpi_np${np}_r$r.json" > "$out/mpi_np${np}_r$r.txt"
+    for alg in $gloo_algs; do
+      echo "== round $r: Gloo $alg, $np processes" >&2
+      tools/relayrun -n "$np" --no-prefix -- "$bin/gloo_allreduce" \
+        --algorithm "$alg" "${sweep[@]}" \
+        --json "$out/gloo_np${np}_r$r.gloo-$alg.json" \
+        > "$out/gloo_np${np}_r$r.gloo-$alg.txt"
+    done
+  done
+  {
+    echo
+    echo "## $np processes"
+    echo
+    bench/compare_allreduce_peers.py --relay "$out"/relay_np${np}_r*.json \
+      --mpi "$out"/mpi_np${np}_r*.alg*.json \
+      --gloo "$out"/gloo_np${np}_r*.gloo-*.json
+  } >> "$out/README.md"
+done
+cat "$out/README.md"
