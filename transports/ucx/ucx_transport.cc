@@ -211,9 +211,9 @@ class UcxTransport final : public Transport {
   //
   // Returns true (keep polling me, do not sleep) while requests are in
   // flight and the worker saw activity in the last kBusyNs: a rendezvous
-  // transfer can run for a millisecond inside the peer's progress with
-  // nothing to do here, and a caller that slept through it would add its
-  // wake-up latency to every large message.
+  // transfer can run for milliseconds inside the peer's progress (a 16 MB
+  // copy) with nothing to do here, and a caller that slept through it would
+  // add its wake-up latency to every large message.
   bool Progress() override {
     const int64_t now = NowNanos();
     last_caller_poll_ns_.store(now, std::memory_order_relaxed);
@@ -527,7 +527,7 @@ class UcxTransport final : public Transport {
   static constexpr int64_t kCallerPollingNs = 300'000;
   // When the worker last did something (a completion or protocol work).
   std::atomic<int64_t> last_activity_ns_{0};
-  static constexpr int64_t kBusyNs = 2'000'000;
+  static constexpr int64_t kBusyNs = 10'000'000;
   static constexpr std::chrono::milliseconds kLinger{20};
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# File: bench/compare_p2p_ucx.sh
+#
+# Point-to-point through relay's Transport interface (bench/pingpong, two
+# processes under tools/relayrun, transport ucx) against UCX's own
+# ucx_perftest (tag_lat, tag_bw) with the same UCX_TLS, size by size, in one
+# run. Writes the raw outputs and a Markdown table to OUT_DIR (default
+# bench/results/<date>-p2p-ucx-vs-perftest).
+#
+# Example:
+#   bench/compare_p2p_ucx.sh
+#   RELAY_UCX_TLS=tcp,self bench/compare_p2p_ucx.sh /tmp/p2p-tcp
+#
+# Latency is half the round trip (both tools); bandwidth is one-way with
+# many messages in flight (pingpong: windows of 16 sends, each acknowledged;
+# perftest: its default window). Each figure is the median of ROUNDS
+# (default 3) alternating runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out="${1:-bench/results/$(date +%Y-%m-%d)-p2p-ucx-vs-perftest}"
+tls="${RELAY_UCX_TLS:-shm,self}"
+rounds="${ROUNDS:-3}"
+sizes=(8 64 512 4096 32768 262144 1048576 4194304 16777216)
+port=$((20000 + RANDOM % 20000))
+command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (tools/bootstrap.sh installs ucx-utils)" >&2; exit 1; }
+mkdir -p "$out"
+bazel build //bench:pingpong >&2
+bin="$(mktemp -d)"
+trap 'rm -rf "$bin"' EXIT
+cp -f bazel-bin/bench/pingpong "$bin/"
+
+# perftest TEST SIZE ITERS: prints "latency_us bandwidth_GBps" from the
+# client's Final line (MB/s there is 2^20 B/s).
+perftest() {
+  local test="$1" size="$2" iters="$3"
+  UCX_TLS="$tls" ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" 2>/dev/null |
+    awk '/^Final:/ {printf "%s %.3f\n", $4, $7 * 1048576 / 1e9}'
+  wait "$server" || true
+}
+
+{
+  echo "# Point-to-point: relay's UCX transport vs ucx_perftest"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
+  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "- command: bench/compare_p2p_ucx.sh (UCX_TLS=$tls, ROUNDS=$rounds)"
+  echo "- relay: UCX_TLS=$tls tools/relayrun -n 2 -- bench/pingpong -b SIZE -e SIZE"
+  echo "- UCX: ucx_perftest -t tag_lat / -t tag_bw -s SIZE (server and client, same UCX_TLS)"
+  echo
+  echo "Targets (multi-process issue): relay latency <= tag_lat + 0.5 us;"
+  echo "relay bandwidth >= 90% of tag_bw at >= 1 MB. Medians of $rounds rounds."
+  echo
+  echo "| size (B) | relay latency (us) | tag_lat (us) | relay - tag_lat (us) | relay bw (GB/s) | tag_bw (GB/s) | relay/tag_bw |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|"
+} > "$out/README.md"
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+for size in "${sizes[@]}"; do
+  iters=$((size >= 1048576 ? 2000 : 20000))
+  : > "$out/relay_$size.txt"
+  : > "$out/perftest_$size.txt"
+  for ((r = 1; r <= rounds; r++)); do
+    UCX_TLS="$tls" tools/relayrun -n 2 --no-prefix -- "$bin/pingpong" -b "$size" -e "$size" \
+      -n "$iters" | awk '!/^#/ {print $2, $3}' >> "$out/relay_$size.txt"
+    lat="$(perftest tag_lat "$size" "$iters" | awk '{print $1}')"
+    bw="$(perftest tag_bw "$size" "$iters" | awk '{print $2}')"
+    echo "$lat $bw" >> "$out/perftest_$size.txt"
+  done
+  rl="$(awk '{print $1}' "$out/relay_$size.txt" | median)"
+  rb="$(awk '{print $2}' "$out/relay_$size.txt" | median)"
+  pl="$(awk '{print $1}' "$out/perftest_$size.txt" | median)"
+  pb="$(awk '{print $2}' "$out/perftest_$size.txt" | median)"
+  awk -v s="$size" -v rl="$rl" -v rb="$rb" -v pl="$pl" -v pb="$pb" 'BEGIN {
+    printf "| %d | %.2f | %.2f | %+.2f | %.2f | %.2f | %.2f |\n", s, rl, pl, rl - pl, rb, pb, (pb > 0 ? rb / pb : 0) }' >> "$out/README.md"
+  echo "== $size done" >&2
+done
+cat "$out/README.md"
