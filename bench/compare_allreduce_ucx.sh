@@ -14,7 +14,9 @@
 #   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce_ucx.sh /tmp/quick
 #
 # The three run alternately, ROUNDS times (default 3); the table takes each
-# side's median per size.
+# side's median per size. Gloo's bcube is left out by default: Debian's Gloo
+# (git 2022-05-18) aborts with "Connection closed by peer" in bcube at 4
+# processes from 256 KB (GLOO_ALGS adds it back).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +26,7 @@ iters="${ITERS:-20}"
 warmup="${WARMUP:-5}"
 rounds="${ROUNDS:-3}"
 tls="${RELAY_UCX_TLS:-shm,self}"
-gloo_algs="${GLOO_ALGS:-ring ring_chunked halving_doubling bcube}"
+gloo_algs="${GLOO_ALGS:-ring ring_chunked halving_doubling}"
 sweep=(-b 8 -e 64M -f 2 -n "$iters" -w "$warmup")
 mkdir -p "$out"
 

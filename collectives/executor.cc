@@ -28,8 +28,50 @@ class CollectiveRequest final : public RequestState {
   const std::weak_ptr<Transport> transport_;
 };
 
+// A staging buffer for a fallback RecvReduce (see ScheduleRun::TakeStaging).
+struct Staging {
+  std::unique_ptr<char[]> bytes;
+  size_t capacity = 0;
+};
+
+// Staging buffers kept between collectives, so that a loop of large
+// all_reduces over a transport without fused receive-and-reduce does not
+// map, fault in and unmap fresh memory on every call. Bounded: a handful
+// of buffers (the pipeline depth of a few concurrent collectives).
+class StagingCache {
+ public:
+  static StagingCache& Global() {
+    static auto* cache = new StagingCache();
+    return *cache;
+  }
+  bool Take(size_t bytes, Staging* out) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].capacity >= bytes) {
+        *out = std::move(free_[i]);
+        free_.erase(free_.begin() + static_cast<long>(i));
+        return true;
+      }
+    }
+    return false;
+  }
+  void Give(Staging s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.size() < kMaxBuffers) free_.push_back(std::move(s));
+  }
+
+ private:
+  static constexpr size_t kMaxBuffers = 8;
+  std::mutex mu_;
+  std::vector<Staging> free_;  // Guarded by mu_.
+};
+
 class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
  public:
+  ~ScheduleRun() {
+    for (Staging& st : staging_pool_) StagingCache::Global().Give(std::move(st));
+  }
+
   ScheduleRun(Schedule schedule, ExecutionContext ctx)
       : schedule_(std::move(schedule)),
         ctx_(std::move(ctx)),
@@ -60,9 +102,10 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
     size_t step = 0;
     bool posted = false;
     std::atomic<int> pending{0};
-    // Fallback RecvReduce: incoming bytes land here, reduced after the step.
+    // Fallback RecvReduce: incoming bytes land in a staging buffer, reduced
+    // after the step.
     struct Deferred {
-      std::unique_ptr<char[]> incoming;
+      Staging incoming;
       Region local, dst;
     };
     std::vector<Deferred> deferred;
@@ -159,10 +202,10 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
                                    ctx_.deadline);
           } else {
             LaneState::Deferred d;
-            d.incoming.reset(new char[a.dst.count * element_size_]);
+            d.incoming = TakeStaging(a.dst.count * element_size_);
             d.local = a.src;
             d.dst = a.dst;
-            Buffer into{d.incoming.get(), a.dst.count, ctx_.dtype,
+            Buffer into{d.incoming.bytes.get(), a.dst.count, ctx_.dtype,
                         ctx_.recv.device};
             lane.deferred.push_back(std::move(d));
             posted = t.Irecv(a.peer, tag, into, ctx_.deadline);
@@ -190,8 +233,10 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
   }
 
   void RunLocal(LaneState& lane, const Step& step) {
-    for (const LaneState::Deferred& d : lane.deferred) {
-      reduce_(Pointer(d.local), d.incoming.get(), Pointer(d.dst), d.dst.count);
+    for (LaneState::Deferred& d : lane.deferred) {
+      reduce_(Pointer(d.local), d.incoming.bytes.get(), Pointer(d.dst),
+              d.dst.count);
+      staging_pool_.push_back(std::move(d.incoming));
     }
     lane.deferred.clear();
     for (const Action& a : step.actions) {
@@ -262,6 +307,27 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
   const ReduceKernel reduce_;
   const bool fused_;
   std::unique_ptr<char[]> scratch_;
+  // Staging buffers not in use. Buffers go back here once their step's
+  // reduction ran, and the next step of any lane takes them again: reuse
+  // keeps them warm in cache between the transport's write and the
+  // reduction's read, where a fresh allocation per segment (an mmap for
+  // anything large) would page-fault on every byte. Only the thread
+  // driving the run (see Kick) touches it.
+  std::vector<Staging> staging_pool_;
+
+  Staging TakeStaging(size_t bytes) {
+    Staging s;
+    if (!staging_pool_.empty()) {
+      s = std::move(staging_pool_.back());
+      staging_pool_.pop_back();
+    }
+    if (s.capacity < bytes) StagingCache::Global().Take(bytes, &s);
+    if (s.capacity < bytes) {
+      s.bytes.reset(new char[bytes]);
+      s.capacity = bytes;
+    }
+    return s;
+  }
   std::vector<LaneState> lanes_;
   // Touched only by the thread inside Kick().
   std::vector<size_t> active_;
