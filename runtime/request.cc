@@ -68,12 +68,16 @@ absl::Status RequestState::Wait(absl::Time deadline) {
     if (++polls % 16 == 0 && Clock::now() >= spin_until) break;
   }
   Clock::time_point yield_until_now = yield_until;
+  int busy_polls = 0;
   while (!done() && Clock::now() < yield_until_now) {
     if (Progress()) {
       // Work arrived for this thread: the operation is moving, keep polling.
       yield_until_now = std::min(Clock::now() + kYieldBudget,
                                  start + std::max(until_deadline,
                                                   std::chrono::nanoseconds(0)));
+      // Still give the core away now and then: with more ranks than cores
+      // the peer this operation waits for may need it.
+      if (++busy_polls % 16 == 0) std::this_thread::yield();
       continue;
     }
     std::this_thread::yield();

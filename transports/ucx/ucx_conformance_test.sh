@@ -3,7 +3,9 @@
 # once over shared memory (UCX_TLS=shm,self) and once over TCP
 # (UCX_TLS=tcp,self), each job started by tools/relayrun.
 #
-# Usage: ucx_conformance_test.sh [MAX_SIZE]   (default 8)
+# Usage: ucx_conformance_test.sh [MAX_SIZE]   (default
+# $RELAY_UCX_CONFORMANCE_MAX_SIZE, else 8; the tsan config lowers it, since
+# eight ThreadSanitizer processes on two cores take minutes)
 set -uo pipefail
 
 # A runfile under bazel test; outside it, the source tree's tools/ or
@@ -18,7 +20,7 @@ runfile() {
 }
 RELAYRUN="$(runfile tools/relayrun)"
 RANK_BIN="$(runfile testing/conformance_rank)"
-MAX_SIZE="${1:-8}"
+MAX_SIZE="${1:-${RELAY_UCX_CONFORMANCE_MAX_SIZE:-8}}"
 failures=0
 
 for tls in shm,self tcp,self; do

@@ -213,7 +213,9 @@ class UcxTransport final : public Transport {
   // flight and the worker saw activity in the last kBusyNs: a rendezvous
   // transfer can run for milliseconds inside the peer's progress (a 16 MB
   // copy) with nothing to do here, and a caller that slept through it would
-  // add its wake-up latency to every large message.
+  // add its wake-up latency to every large message. RequestState::Wait
+  // still yields the core every few polls, so ranks that outnumber the
+  // cores get their turn.
   bool Progress() override {
     const int64_t now = NowNanos();
     last_caller_poll_ns_.store(now, std::memory_order_relaxed);
