@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# File: bench/gpu/build.sh
+#
+# Builds relay's GPU binaries on a build host (CUDA toolkit needed, no GPU)
+# into one folder that can be copied to a GPU host and run there with no
+# Bazel: Abseil, GoogleTest and the CUDA runtime are linked statically; the
+# GPU host needs only its driver (and NCCL, for the NCCL binaries).
+#
+# Usage: bench/gpu/build.sh [OUT_DIR]     (default gpu_bin/, git-ignored)
+# Then, on the GPU host:
+#   gpu_bin/device_reduce_test            # kernels vs host, bit for bit
+#   gpu_bin/device_reduce -b 1M -e 1G     # kernel vs device copy bandwidth
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out="${1:-gpu_bin}"
+targets=(//bench:device_reduce //collectives:device_reduce_test)
+bazel build "${targets[@]}" >&2
+mkdir -p "$out"
+for t in "${targets[@]}"; do
+  path="bazel-bin/$(sed 's|^//||; s|:|/|' <<<"$t")"
+  cp -f "$path" "$out/"
+  chmod u+w "$out/$(basename "$path")"
+done
+echo "built into $out/: $(ls "$out" | tr '\n' ' ')"
