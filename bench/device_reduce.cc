@@ -66,7 +66,7 @@ int Main(int argc, char** argv) {
   size_t min_bytes = 1 << 20, max_bytes = size_t{1} << 30;
   double factor = 4;
   int iters = 50;
-  std::vector<DataType> dtypes = {DataType::kFloat32, DataType::kBFloat16};
+  std::vector<DataType> dtypes = {DataType::kFloat32, DataType::kBfloat16};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) BadFlag(absl::StrCat(flag, " wants a value"));

@@ -1,0 +1,226 @@
+// The device reduction kernels: one grid-stride loop per dtype x op, moving
+// 16 bytes per thread per load (uint4), with the unaligned head and the tail
+// done element by element. Memory-bound by design: the target is the
+// device-to-device copy bandwidth (two inputs, one output: 1.5x a copy's
+// bytes), so nothing here is compute-heavy. float16 and bfloat16 are widened
+// to float32 for the arithmetic and rounded back to nearest even, as the
+// host kernels do.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "collectives/device_reduce_kernels.h"
+
+namespace relay {
+namespace device_kernels {
+namespace {
+
+constexpr int kThreads = 512;
+
+// Arithmetic type for each storage type; integer sum/prod wrap in unsigned.
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<__half> { using type = float; };
+template <> struct Acc<__nv_bfloat16> { using type = float; };
+
+template <typename T> __device__ __forceinline__ typename Acc<T>::type Widen(T v) { return v; }
+template <> __device__ __forceinline__ float Widen<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float Widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T Narrow(typename Acc<T>::type v) { return static_cast<T>(v); }
+template <> __device__ __forceinline__ __half Narrow<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename A>
+__device__ __forceinline__ A Wrap(A x, A y, bool prod) {
+  if constexpr (std::is_integral_v<A>) {
+    using U = std::common_type_t<std::make_unsigned_t<A>, unsigned>;
+    return static_cast<A>(prod ? static_cast<U>(x) * static_cast<U>(y)
+                               : static_cast<U>(x) + static_cast<U>(y));
+  } else {
+    return prod ? x * y : x + y;
+  }
+}
+
+template <Op kOp, typename A>
+__device__ __forceinline__ A Apply(A x, A y) {
+  if constexpr (kOp == Op::kSum) return Wrap(x, y, false);
+  if constexpr (kOp == Op::kProd) return Wrap(x, y, true);
+  if constexpr (kOp == Op::kMin) return y < x ? y : x;
+  if constexpr (kOp == Op::kMax) return x < y ? y : x;
+}
+
+template <Op kOp, typename T>
+__device__ __forceinline__ T ApplyOne(T a, T b) {
+  return Narrow<T>(Apply<kOp>(Widen(a), Widen(b)));
+}
+
+// One thread, 16 bytes of each input.
+template <Op kOp, typename T>
+__device__ __forceinline__ uint4 ApplyVector(uint4 a, uint4 b) {
+  constexpr int kLanes = 16 / sizeof(T);
+  union U { uint4 v; T e[kLanes]; };
+  U x{a}, y{b}, r;
+#pragma unroll
+  for (int i = 0; i < kLanes; ++i) r.e[i] = ApplyOne<kOp>(x.e[i], y.e[i]);
+  return r.v;
+}
+
+// Vectors [0, vectors) of 16 bytes each, then elements [tail_begin, count).
+template <Op kOp, typename T>
+__global__ void __launch_bounds__(kThreads)
+ReduceKernel(const T* __restrict__ a, const T* __restrict__ b, T* out,
+             size_t vectors, size_t tail_begin, size_t count) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint4* va = reinterpret_cast<const uint4*>(a);
+  const uint4* vb = reinterpret_cast<const uint4*>(b);
+  uint4* vo = reinterpret_cast<uint4*>(out);
+  // Two vectors in flight per thread before the first use.
+  size_t i = first;
+  for (; i + stride < vectors; i += 2 * stride) {
+    const uint4 a0 = va[i], b0 = vb[i];
+    const uint4 a1 = va[i + stride], b1 = vb[i + stride];
+    vo[i] = ApplyVector<kOp, T>(a0, b0);
+    vo[i + stride] = ApplyVector<kOp, T>(a1, b1);
+  }
+  if (i < vectors) vo[i] = ApplyVector<kOp, T>(va[i], vb[i]);
+  for (size_t j = tail_begin + first; j < count; j += stride) {
+    out[j] = ApplyOne<kOp>(a[j], b[j]);
+  }
+}
+
+// Unaligned pointers (or mixed alignment): element by element.
+template <Op kOp, typename T>
+__global__ void __launch_bounds__(kThreads)
+ReduceScalarKernel(const T* a, const T* b, T* out, size_t count) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t j = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       j < count; j += stride) {
+    out[j] = ApplyOne<kOp>(a[j], b[j]);
+  }
+}
+
+template <typename T>
+__global__ void DivideKernel(T* data, size_t count, double divisor) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t j = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       j < count; j += stride) {
+    using A = typename Acc<T>::type;
+    if constexpr (std::is_integral_v<A>) {
+      data[j] = static_cast<T>(static_cast<A>(data[j]) / static_cast<A>(divisor));
+    } else {
+      data[j] = Narrow<T>(static_cast<A>(Widen(data[j]) / static_cast<A>(divisor)));
+    }
+  }
+}
+
+// Blocks to launch: enough to fill every multiprocessor several times over,
+// no more than the work needs.
+int Blocks(size_t work_items) {
+  static const int max_blocks = [] {
+    int device = 0, sms = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    return (sms > 0 ? sms : 80) * 4;
+  }();
+  const size_t needed = (work_items + kThreads - 1) / kThreads;
+  return static_cast<int>(needed < 1 ? 1 : (needed < static_cast<size_t>(max_blocks) ? needed : max_blocks));
+}
+
+template <Op kOp, typename T>
+int LaunchTyped(const void* a, const void* b, void* out, size_t count,
+                cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const T* pa = static_cast<const T*>(a);
+  const T* pb = static_cast<const T*>(b);
+  T* po = static_cast<T*>(out);
+  const uintptr_t misaligned = (reinterpret_cast<uintptr_t>(a) |
+                                reinterpret_cast<uintptr_t>(b) |
+                                reinterpret_cast<uintptr_t>(out)) & 15;
+  if (misaligned != 0) {
+    ReduceScalarKernel<kOp, T><<<Blocks(count), kThreads, 0, stream>>>(pa, pb, po, count);
+  } else {
+    constexpr size_t kLanes = 16 / sizeof(T);
+    const size_t vectors = count / kLanes;
+    ReduceKernel<kOp, T><<<Blocks(vectors > 0 ? (vectors + 1) / 2 : 1), kThreads, 0, stream>>>(
+        pa, pb, po, vectors, vectors * kLanes, count);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+int LaunchOp(Op op, const void* a, const void* b, void* out, size_t count,
+             cudaStream_t s) {
+  switch (op) {
+    case Op::kSum: return LaunchTyped<Op::kSum, T>(a, b, out, count, s);
+    case Op::kProd: return LaunchTyped<Op::kProd, T>(a, b, out, count, s);
+    case Op::kMin: return LaunchTyped<Op::kMin, T>(a, b, out, count, s);
+    case Op::kMax: return LaunchTyped<Op::kMax, T>(a, b, out, count, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename T>
+int LaunchDivide(void* data, size_t count, double divisor, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  DivideKernel<T><<<Blocks(count), kThreads, 0, s>>>(static_cast<T*>(data), count, divisor);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool Compiled() { return true; }
+
+int DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // Clear it: no GPU is not an error for the caller.
+    return 0;
+  }
+  return n;
+}
+
+int Reduce(Type type, Op op, const void* a, const void* b, void* out,
+           size_t count, void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case Type::kInt8: return LaunchOp<int8_t>(op, a, b, out, count, s);
+    case Type::kUint8: return LaunchOp<uint8_t>(op, a, b, out, count, s);
+    case Type::kInt32: return LaunchOp<int32_t>(op, a, b, out, count, s);
+    case Type::kUint32: return LaunchOp<uint32_t>(op, a, b, out, count, s);
+    case Type::kInt64: return LaunchOp<int64_t>(op, a, b, out, count, s);
+    case Type::kUint64: return LaunchOp<uint64_t>(op, a, b, out, count, s);
+    case Type::kFloat16: return LaunchOp<__half>(op, a, b, out, count, s);
+    case Type::kBFloat16: return LaunchOp<__nv_bfloat16>(op, a, b, out, count, s);
+    case Type::kFloat32: return LaunchOp<float>(op, a, b, out, count, s);
+    case Type::kFloat64: return LaunchOp<double>(op, a, b, out, count, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+int Divide(Type type, void* data, size_t count, double divisor, void* stream) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (type) {
+    case Type::kInt8: return LaunchDivide<int8_t>(data, count, divisor, s);
+    case Type::kUint8: return LaunchDivide<uint8_t>(data, count, divisor, s);
+    case Type::kInt32: return LaunchDivide<int32_t>(data, count, divisor, s);
+    case Type::kUint32: return LaunchDivide<uint32_t>(data, count, divisor, s);
+    case Type::kInt64: return LaunchDivide<int64_t>(data, count, divisor, s);
+    case Type::kUint64: return LaunchDivide<uint64_t>(data, count, divisor, s);
+    case Type::kFloat16: return LaunchDivide<__half>(data, count, divisor, s);
+    case Type::kBFloat16: return LaunchDivide<__nv_bfloat16>(data, count, divisor, s);
+    case Type::kFloat32: return LaunchDivide<float>(data, count, divisor, s);
+    case Type::kFloat64: return LaunchDivide<double>(data, count, divisor, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+const char* ErrorString(int error) {
+  return cudaGetErrorString(static_cast<cudaError_t>(error));
+}
+
+}  // namespace device_kernels
+}  // namespace relay
