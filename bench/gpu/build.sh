@@ -10,10 +10,12 @@
 # Then, on the GPU host:
 #   gpu_bin/device_reduce_test            # kernels vs host, bit for bit
 #   gpu_bin/device_reduce -b 1M -e 1G     # kernel vs device copy bandwidth
+#   NCCL_NVLS_ENABLE=0 gpu_bin/nccl_collectives -b 8 -e 1G --collective all
+#                                         # raw NCCL, every visible GPU
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
-targets=(//bench:device_reduce //collectives:device_reduce_test)
+targets=(//bench:device_reduce //collectives:device_reduce_test //bench/peers:nccl_collectives)
 bazel build "${targets[@]}" >&2
 mkdir -p "$out"
 for t in "${targets[@]}"; do

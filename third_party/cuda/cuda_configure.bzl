@@ -59,7 +59,7 @@ exports_files(["nvcc.sh", "defs.bzl"])
 
 cc_library(
     name = "cuda_headers",
-    hdrs = glob(["cuda/include/**/*.h", "cuda/include/**/*.hpp"]),
+    hdrs = glob(["cuda/include/**"]),
     includes = ["cuda/include"],
 )
 

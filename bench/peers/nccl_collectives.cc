@@ -1,0 +1,362 @@
+// File: bench/peers/nccl_collectives.cc
+//
+// The raw-NCCL peer harness: NCCL's collectives called directly, with the
+// sizes, timing and columns of relay's bench/collectives (nccl-tests'
+// format, //bench:report), so relay's NCCL transport can be set beside it as
+// a ratio in one run. One process drives every visible GPU (or -g of them)
+// from one thread, each call a ncclGroupStart/End over the GPUs, like
+// nccl-tests' -g mode.
+//
+// Per size: WARMUP iterations, then ITERS timed ones on the host clock
+// between stream synchronisations (time per op = elapsed / ITERS);
+// out-of-place, then in-place. With -c 1 every row runs once more on
+// rank- and index-dependent float32 data and is checked (#wrong counts wrong
+// elements over GPUs); other dtypes print N/A.
+//
+// Example (on a GPU host; built by bench/gpu/build.sh):
+//   NCCL_NVLS_ENABLE=0 gpu_bin/nccl_collectives -b 8 -e 1G -f 2
+//       --collective all_reduce --json nccl.json   (one command line)
+//
+// Exit status: 0 if every checked row was right, 1 if any was wrong or a
+// CUDA/NCCL call failed, 2 for bad flags.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "bench/report.h"
+
+namespace relay {
+namespace {
+
+constexpr char kUsage[] = R"(usage: nccl_collectives [flags]
+  -b SIZE -e SIZE -f FACTOR   size sweep (default 8 .. 64M, x2)
+  -n ITERS -w WARMUP          timed and warm-up iterations per size (20, 5)
+  -c 0|1                      check float32 results (default 1)
+  -g GPUS                     GPUs to drive (default: every visible one)
+  --collective NAME           all_reduce, all_gather, reduce_scatter,
+                              broadcast, reduce, or all (default all_reduce)
+  --dtype float32|bfloat16|float16|float64|int32   (default float32)
+  --json FILE                 also write the rows as JSON
+Size is nccl-tests' S: the whole array for all_gather and reduce_scatter,
+one GPU's buffer otherwise.
+)";
+
+[[noreturn]] void BadFlag(const std::string& why) {
+  std::fprintf(stderr, "nccl_collectives: %s\n%s", why.c_str(), kUsage);
+  std::exit(2);
+}
+
+#define CHECK_CUDA(call)                                                   \
+  do {                                                                     \
+    cudaError_t e_ = (call);                                               \
+    if (e_ != cudaSuccess) {                                               \
+      std::fprintf(stderr, "nccl_collectives: %s: %s\n", #call,            \
+                   cudaGetErrorString(e_));                                \
+      std::exit(1);                                                        \
+    }                                                                      \
+  } while (0)
+
+#define CHECK_NCCL(call)                                                   \
+  do {                                                                     \
+    ncclResult_t r_ = (call);                                              \
+    if (r_ != ncclSuccess) {                                               \
+      std::fprintf(stderr, "nccl_collectives: %s: %s (%s)\n", #call,       \
+                   ncclGetErrorString(r_), ncclGetLastError(nullptr));     \
+      std::exit(1);                                                        \
+    }                                                                      \
+  } while (0)
+
+struct Flags {
+  size_t min_bytes = 8, max_bytes = 64 << 20;
+  double factor = 2;
+  int iters = 20, warmup = 5, gpus = 0;
+  bool check = true;
+  std::vector<std::string> collectives = {"all_reduce"};
+  ncclDataType_t dtype = ncclFloat32;
+  std::string dtype_name = "float";
+  size_t esize = 4;
+  std::string json;
+};
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (i + 1 >= argc) BadFlag(absl::StrCat(flag, " wants a value"));
+    const std::string v = argv[++i];
+    auto integer = [&](int min) {
+      int x = 0;
+      if (!absl::SimpleAtoi(v, &x) || x < min) {
+        BadFlag(absl::StrCat(flag, " wants an integer >= ", min));
+      }
+      return x;
+    };
+    if (flag == "-b" || flag == "-e") {
+      absl::StatusOr<size_t> s = bench::ParseSize(v);
+      if (!s.ok()) BadFlag(std::string(s.status().message()));
+      (flag == "-b" ? f.min_bytes : f.max_bytes) = *s;
+    } else if (flag == "-f") {
+      if (!absl::SimpleAtod(v, &f.factor)) BadFlag("-f wants a number");
+    } else if (flag == "-n") {
+      f.iters = integer(1);
+    } else if (flag == "-w") {
+      f.warmup = integer(0);
+    } else if (flag == "-c") {
+      f.check = integer(0) != 0;
+    } else if (flag == "-g") {
+      f.gpus = integer(1);
+    } else if (flag == "--collective") {
+      if (v == "all") {
+        f.collectives = {"all_reduce", "all_gather", "reduce_scatter",
+                         "broadcast", "reduce"};
+      } else if (v == "all_reduce" || v == "all_gather" ||
+                 v == "reduce_scatter" || v == "broadcast" || v == "reduce") {
+        f.collectives = {v};
+      } else {
+        BadFlag(absl::StrCat("unknown --collective ", v));
+      }
+    } else if (flag == "--dtype") {
+      if (v == "float32") {
+        f.dtype = ncclFloat32, f.dtype_name = "float", f.esize = 4;
+      } else if (v == "bfloat16") {
+        f.dtype = ncclBfloat16, f.dtype_name = "bfloat16", f.esize = 2;
+      } else if (v == "float16") {
+        f.dtype = ncclFloat16, f.dtype_name = "half", f.esize = 2;
+      } else if (v == "float64") {
+        f.dtype = ncclFloat64, f.dtype_name = "double", f.esize = 8;
+      } else if (v == "int32") {
+        f.dtype = ncclInt32, f.dtype_name = "int32", f.esize = 4;
+      } else {
+        BadFlag(absl::StrCat("unknown --dtype ", v));
+      }
+    } else if (flag == "--json") {
+      f.json = v;
+    } else {
+      BadFlag(absl::StrCat("unknown flag ", flag));
+    }
+  }
+  if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);
+      !s.ok()) {
+    BadFlag(std::string(s.message()));
+  }
+  return f;
+}
+
+struct Gpu {
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  char* send = nullptr;
+  char* recv = nullptr;
+};
+
+bool WholeArray(const std::string& c) {
+  return c == "all_gather" || c == "reduce_scatter";
+}
+
+// Issues one collective on every GPU inside one NCCL group.
+void Issue(const std::string& c, std::vector<Gpu>& gpus, size_t count,
+           bool in_place, const Flags& f) {
+  const int n = static_cast<int>(gpus.size());
+  CHECK_NCCL(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    Gpu& g = gpus[r];
+    char* recv = g.recv;
+    char* send = g.send;
+    if (c == "all_reduce") {
+      if (in_place) send = recv;
+      CHECK_NCCL(ncclAllReduce(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
+    } else if (c == "broadcast") {
+      if (in_place) send = recv;
+      CHECK_NCCL(ncclBroadcast(send, recv, count, f.dtype, 0, g.comm, g.stream));
+    } else if (c == "reduce") {
+      if (in_place) send = recv;
+      CHECK_NCCL(ncclReduce(send, recv, count, f.dtype, ncclSum, 0, g.comm, g.stream));
+    } else if (c == "all_gather") {
+      // count: per-GPU elements; in place, this GPU's block of recv.
+      if (in_place) send = recv + r * count * f.esize;
+      CHECK_NCCL(ncclAllGather(send, recv, count, f.dtype, g.comm, g.stream));
+    } else {  // reduce_scatter
+      if (in_place) recv = send + r * count * f.esize;
+      CHECK_NCCL(ncclReduceScatter(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
+    }
+  }
+  CHECK_NCCL(ncclGroupEnd());
+}
+
+void SyncAll(std::vector<Gpu>& gpus) {
+  for (Gpu& g : gpus) {
+    CHECK_CUDA(cudaSetDevice(g.device));
+    CHECK_CUDA(cudaStreamSynchronize(g.stream));
+  }
+}
+
+// Input element i of GPU r: small integers, exact in float32 sums.
+float InputValue(int r, size_t i) {
+  return static_cast<float>((r + 1) * static_cast<int>(i % 13 + 1));
+}
+
+// Runs the row once on fresh data and counts wrong float32 elements.
+int64_t CheckRow(const std::string& c, std::vector<Gpu>& gpus, size_t count,
+                 bool in_place, const Flags& f) {
+  const int n = static_cast<int>(gpus.size());
+  const size_t send_count = c == "reduce_scatter" ? count * n : count;
+  const size_t recv_count = c == "all_gather" ? count * n : count;
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> in(send_count);
+    for (size_t i = 0; i < send_count; ++i) in[i] = InputValue(r, i);
+    CHECK_CUDA(cudaSetDevice(gpus[r].device));
+    char* dst = gpus[r].send;
+    if (in_place && (c == "all_reduce" || c == "broadcast" || c == "reduce")) {
+      dst = gpus[r].recv;
+    } else if (in_place && c == "all_gather") {
+      dst = gpus[r].recv + r * count * f.esize;
+    }
+    // On the GPU's own stream: a plain cudaMemcpy from pageable memory may
+    // return before its DMA lands, and the collective runs on a
+    // non-blocking stream that would not wait for it (seen: wrong elements
+    // in one in-place row on 2 H200s).
+    CHECK_CUDA(cudaMemcpyAsync(dst, in.data(), send_count * 4,
+                               cudaMemcpyHostToDevice, gpus[r].stream));
+    CHECK_CUDA(cudaStreamSynchronize(gpus[r].stream));
+  }
+  Issue(c, gpus, count, in_place, f);
+  SyncAll(gpus);
+  int64_t wrong = 0;
+  const float total = static_cast<float>(n * (n + 1) / 2);
+  for (int r = 0; r < n; ++r) {
+    if (c == "reduce" && r != 0) continue;  // Defined at the root only.
+    std::vector<float> out(recv_count);
+    CHECK_CUDA(cudaSetDevice(gpus[r].device));
+    const char* src = gpus[r].recv;
+    if (in_place && c == "reduce_scatter") src = gpus[r].send + r * count * f.esize;
+    CHECK_CUDA(cudaMemcpy(out.data(), src, recv_count * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < recv_count; ++i) {
+      float want;
+      if (c == "all_reduce" || c == "reduce") {
+        want = total * static_cast<float>(i % 13 + 1);
+      } else if (c == "broadcast") {
+        want = InputValue(0, i);
+      } else if (c == "all_gather") {
+        want = InputValue(static_cast<int>(i / count), i % count);
+      } else {
+        const size_t gi = r * count + i;  // Element of the whole vector.
+        want = total * static_cast<float>(gi % 13 + 1);
+      }
+      if (out[i] != want) ++wrong;
+    }
+  }
+  return wrong;
+}
+
+int Main(int argc, char** argv) {
+  const Flags f = ParseFlags(argc, argv);
+  int visible = 0;
+  CHECK_CUDA(cudaGetDeviceCount(&visible));
+  const int n = f.gpus > 0 ? f.gpus : visible;
+  if (n > visible) BadFlag(absl::StrCat("-g ", n, " but ", visible, " GPUs are visible"));
+  int version = 0;
+  CHECK_NCCL(ncclGetVersion(&version));
+  std::vector<Gpu> gpus(n);
+  std::vector<int> devices(n);
+  for (int r = 0; r < n; ++r) devices[r] = gpus[r].device = r;
+  std::vector<ncclComm_t> comms(n);
+  CHECK_NCCL(ncclCommInitAll(comms.data(), n, devices.data()));
+  const size_t max_elems = f.max_bytes / f.esize + 1;
+  for (int r = 0; r < n; ++r) {
+    Gpu& g = gpus[r];
+    g.comm = comms[r];
+    CHECK_CUDA(cudaSetDevice(g.device));
+    CHECK_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    // all_gather's recv and reduce_scatter's send hold the whole array.
+    CHECK_CUDA(cudaMalloc(&g.send, max_elems * f.esize));
+    CHECK_CUDA(cudaMalloc(&g.recv, max_elems * f.esize));
+    CHECK_CUDA(cudaMemset(g.send, 0, max_elems * f.esize));
+    CHECK_CUDA(cudaMemset(g.recv, 0, max_elems * f.esize));
+  }
+  int64_t total_wrong = 0;
+  std::vector<std::string> docs;
+  for (const std::string& c : f.collectives) {
+    bench::Reporter::Options opts;
+    opts.collective = c;
+    opts.nranks = n;
+    opts.peer = "nccl";
+    opts.comments = {absl::StrCat("raw NCCL ", version / 10000, ".",
+                                  (version / 100) % 100, ".", version % 100,
+                                  " ", c, ": ", n, " GPUs, one process, ",
+                                  "group calls"),
+                     absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes,
+                                  " -f ", f.factor, " -n ", f.iters, " -w ",
+                                  f.warmup, " -c ", f.check ? 1 : 0)};
+    bench::Reporter reporter(opts);
+    reporter.PrintHeader(stdout);
+    for (size_t bytes : bench::SizeSweep(f.min_bytes, f.max_bytes, f.factor)) {
+      const size_t count = bytes / f.esize / (WholeArray(c) ? n : 1);
+      if (count == 0) continue;
+      bench::Row row;
+      row.count = count * (WholeArray(c) ? n : 1);
+      row.bytes = row.count * f.esize;
+      row.type = f.dtype_name;
+      row.redop = (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? "sum" : "none";
+      row.root = (c == "broadcast" || c == "reduce") ? 0 : -1;
+      for (bool in_place : {false, true}) {
+        for (int i = 0; i < f.warmup; ++i) Issue(c, gpus, count, in_place, f);
+        SyncAll(gpus);
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < f.iters; ++i) Issue(c, gpus, count, in_place, f);
+        SyncAll(gpus);
+        const double us = std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now() - start)
+                              .count() /
+                          f.iters;
+        int64_t wrong = -1;
+        if (f.check && f.dtype == ncclFloat32) {
+          wrong = CheckRow(c, gpus, count, in_place, f);
+          total_wrong += wrong;
+        }
+        (in_place ? row.ip_time_us : row.oop_time_us) = us;
+        (in_place ? row.ip_wrong : row.oop_wrong) = wrong;
+      }
+      reporter.PrintRow(stdout, row);
+      std::fflush(stdout);
+    }
+    reporter.PrintFooter(stdout);
+    docs.push_back(reporter.ToJson());
+  }
+  if (!f.json.empty()) {
+    FILE* out = std::fopen(f.json.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "nccl_collectives: cannot write %s\n", f.json.c_str());
+      return 1;
+    }
+    std::string all;
+    for (size_t i = 0; i < docs.size(); ++i) all += (i ? ",\n" : "") + docs[i];
+    std::fprintf(out, "{\"runs\": [%s]}\n", all.c_str());
+    std::fclose(out);
+  }
+  for (Gpu& g : gpus) {
+    cudaSetDevice(g.device);
+    cudaFree(g.send);
+    cudaFree(g.recv);
+    cudaStreamDestroy(g.stream);
+    ncclCommDestroy(g.comm);
+  }
+  return total_wrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace relay
+
+int main(int argc, char** argv) { return relay::Main(argc, argv); }
