@@ -131,6 +131,14 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  // Nobody leaves while a peer may still need its last messages: a send
+  // that completed has left this rank's buffer, not necessarily arrived.
+  if (absl::StatusOr<Request> last = (*comm)->Barrier(); last.ok()) {
+    if (absl::Status s = last->Wait(); !s.ok()) {
+      std::printf("rank %d: final barrier: %s\n", rank, s.ToString().c_str());
+      ++failed;
+    }
+  }
   std::printf("rank %d: %zu cases, %d failed\n", rank, cases.size(), failed);
   std::fflush(stdout);
   // Rank 0 hosts the store: it leaves only after everyone is done with it.

@@ -244,8 +244,11 @@ class UcxTransport final : public Transport {
       if (r != nullptr && !UCS_PTR_IS_ERR(r)) closing.push_back(r);
       peer.ep = nullptr;
     }
-    // Bounded: a peer that vanished must not hold up the abort.
-    const absl::Time until = absl::Now() + absl::Seconds(2);
+    // Bounded: a peer that vanished must not hold up the abort. A flush
+    // needs the peers' progress (slow under sanitizers or oversubscribed
+    // cores), so a quiet close gets longer than a forced one.
+    const absl::Time until =
+        absl::Now() + (quiet ? absl::Seconds(10) : absl::Seconds(2));
     auto unfinished = [&] {
       if (!pending_.empty()) return true;
       for (void* r : closing) {
