@@ -5,7 +5,9 @@
 #include "runtime/bootstrap/environment.h"
 #include "runtime/bootstrap/tcp_store.h"
 #include "transports/loopback/loopback_transport.h"
+#if RELAY_WITH_UCX
 #include "transports/ucx/ucx_transport.h"
+#endif
 
 namespace relay {
 
@@ -16,7 +18,9 @@ TransportRegistry& Transports() {
     // of one process; UCX is the default for ranks that are processes
     // (Default(across_processes=true) skips loopback).
     r.Register(10, std::make_unique<LoopbackTransportFactory>()).IgnoreError();
+#if RELAY_WITH_UCX
     r.Register(5, std::make_unique<UcxTransportFactory>()).IgnoreError();
+#endif
     return &r;
   }();
   return *registry;

@@ -7,7 +7,8 @@
 // Built-in transports (see `Transports().List()`):
 //   loopback  ranks as threads of one process (the default for threads).
 //   ucx       ranks as processes, on one host or many (the default for
-//             processes: CreateCommunicatorFromEnvironment).
+//             processes: CreateCommunicatorFromEnvironment). Absent from
+//             builds with --define=relay_ucx=off.
 //
 // Lifetime and ownership. The registry and the engine are process-wide and
 // live forever; communicators are owned by the caller. Every rank of a group

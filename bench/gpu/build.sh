@@ -4,7 +4,9 @@
 # Builds relay's GPU binaries on a build host (CUDA toolkit needed, no GPU)
 # into one folder that can be copied to a GPU host and run there with no
 # Bazel: Abseil, GoogleTest and the CUDA runtime are linked statically; the
-# GPU host needs only its driver (and NCCL, for the NCCL binaries).
+# GPU host needs only its driver (and NCCL, for the NCCL binaries). Built
+# with --define=relay_ucx=off, since GPU hosts need not have UCX's shared
+# libraries.
 #
 # Usage: bench/gpu/build.sh [OUT_DIR]     (default gpu_bin/, git-ignored)
 # Then, on the GPU host:
@@ -16,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
 targets=(//bench:device_reduce //collectives:device_reduce_test //bench/peers:nccl_collectives)
-bazel build "${targets[@]}" >&2
+bazel build --define=relay_ucx=off "${targets[@]}" >&2
 mkdir -p "$out"
 for t in "${targets[@]}"; do
   path="bazel-bin/$(sed 's|^//||; s|:|/|' <<<"$t")"
