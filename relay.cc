@@ -2,8 +2,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/engine.h"
-#include "runtime/bootstrap/environment.h"
-#include "runtime/bootstrap/tcp_store.h"
 #include "transports/loopback/loopback_transport.h"
 #if RELAY_WITH_UCX
 #include "transports/ucx/ucx_transport.h"
@@ -42,25 +40,32 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
                               config.rank, config.size, config.options);
 }
 
+absl::StatusOr<std::shared_ptr<TcpStore>> ConnectJobStore(
+    const LaunchEnvironment& env, absl::Duration connect_timeout) {
+  const TcpStoreOptions options{.host = env.store_host,
+                                .port = env.store_port,
+                                .token = env.token,
+                                .connect_timeout = connect_timeout};
+  absl::StatusOr<std::shared_ptr<TcpStore>> store =
+      env.rank == 0 ? TcpStore::Host(options) : TcpStore::Connect(options);
+  if (!store.ok()) {
+    return absl::Status(
+        store.status().code(),
+        absl::StrCat("rank ", env.rank, " of ", env.size, " (launched by ",
+                     env.launcher, "): ", store.status().message()));
+  }
+  return store;
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
     CommunicatorOptions options, absl::Duration connect_timeout,
     const std::string& transport) {
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
   if (!env.ok()) return env.status();
   if (!transport.empty()) env->transport = transport;
-  const TcpStoreOptions store_options{.host = env->store_host,
-                                      .port = env->store_port,
-                                      .token = env->token,
-                                      .connect_timeout = connect_timeout};
   absl::StatusOr<std::shared_ptr<TcpStore>> store =
-      env->rank == 0 ? TcpStore::Host(store_options)
-                     : TcpStore::Connect(store_options);
-  if (!store.ok()) {
-    return absl::Status(
-        store.status().code(),
-        absl::StrCat("rank ", env->rank, " of ", env->size, " (launched by ",
-                     env->launcher, "): ", store.status().message()));
-  }
+      ConnectJobStore(*env, connect_timeout);
+  if (!store.ok()) return store.status();
   TransportRegistry& registry = Transports();
   absl::StatusOr<TransportFactory*> factory =
       !env->transport.empty() ? registry.Get(env->transport)

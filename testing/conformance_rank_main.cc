@@ -76,12 +76,7 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
   if (!env.ok()) return Usage(std::string(env.status().message()));
-  const TcpStoreOptions store_options{.host = env->store_host,
-                                      .port = env->store_port,
-                                      .token = env->token};
-  absl::StatusOr<std::shared_ptr<TcpStore>> store =
-      env->rank == 0 ? TcpStore::Host(store_options)
-                     : TcpStore::Connect(store_options);
+  absl::StatusOr<std::shared_ptr<TcpStore>> store = ConnectJobStore(*env);
   if (!store.ok()) return Usage(std::string(store.status().message()));
 
   CommunicatorOptions options;

@@ -8,16 +8,10 @@
 # eight ThreadSanitizer processes on two cores take minutes)
 set -uo pipefail
 
-# A runfile under bazel test; outside it, the source tree's tools/ or
-# bazel-bin's binaries.
-runfile() {
-  local p="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-relay}/$1"
-  [[ -e "$p" ]] && { echo "$p"; return; }
-  local root
-  root="$(cd "$(dirname "$0")/../.." && pwd)"
-  [[ -e "$root/$1" && "$1" == tools/* ]] && { echo "$root/$1"; return; }
-  echo "$root/bazel-bin/$1"
-}
+lib="${TEST_SRCDIR:-}/${TEST_WORKSPACE:-relay}/testing/runfiles.sh"
+[[ -e "$lib" ]] || lib="$(dirname "$0")/../../testing/runfiles.sh"
+# shellcheck source=testing/runfiles.sh
+source "$lib"
 RELAYRUN="$(runfile tools/relayrun)"
 RANK_BIN="$(runfile testing/conformance_rank)"
 MAX_SIZE="${1:-${RELAY_UCX_CONFORMANCE_MAX_SIZE:-8}}"

@@ -219,7 +219,7 @@ class UcxTransport final : public Transport {
   bool Progress() override {
     const int64_t now = NowNanos();
     last_caller_poll_ns_.store(now, std::memory_order_relaxed);
-    if (Poll()) return true;
+    if (Poll(now)) return true;
     return outstanding_.load(std::memory_order_relaxed) > 0 &&
            now - last_activity_ns_.load(std::memory_order_relaxed) < kBusyNs;
   }
@@ -284,7 +284,9 @@ class UcxTransport final : public Transport {
         .count();
   }
 
-  bool Poll() {
+  // Drives the worker once, if no other thread is; `now` (NowNanos) stamps
+  // any activity, so a caller's poll reads the clock once.
+  bool Poll(int64_t now) {
     std::unique_lock<std::mutex> lock(worker_mu_, std::try_to_lock);
     if (!lock.owns_lock()) return false;
     bool worked = false;
@@ -296,7 +298,7 @@ class UcxTransport final : public Transport {
     lock.unlock();
     RunCompletions(done);
     worked = worked || !done.empty();
-    if (worked) last_activity_ns_.store(NowNanos(), std::memory_order_relaxed);
+    if (worked) last_activity_ns_.store(now, std::memory_order_relaxed);
     return worked;
   }
 
@@ -490,12 +492,13 @@ class UcxTransport final : public Transport {
       }
       // A caller is polling (Wait spins and yields for a few hundred
       // microseconds before it sleeps): let it drive the worker alone.
-      if (NowNanos() - last_caller_poll_ns_.load(std::memory_order_relaxed) <
+      const int64_t now = NowNanos();
+      if (now - last_caller_poll_ns_.load(std::memory_order_relaxed) <
           kCallerPollingNs) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
         continue;
       }
-      if (Poll()) {
+      if (Poll(now)) {
         idle_for = std::chrono::microseconds(1);
       } else if (outstanding_.load(std::memory_order_relaxed) > 0) {
         // Requests in flight and no caller polling: keep them moving, but
