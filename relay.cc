@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/engine.h"
 #include "transports/loopback/loopback_transport.h"
+#include "transports/nccl/nccl_transport.h"
 #if RELAY_WITH_UCX
 #include "transports/ucx/ucx_transport.h"
 #endif
@@ -19,6 +20,9 @@ TransportRegistry& Transports() {
 #if RELAY_WITH_UCX
     r.Register(5, std::make_unique<UcxTransportFactory>()).IgnoreError();
 #endif
+    // Device memory only: chosen by name ("nccl"), never a host default
+    // where another transport is viable.
+    r.Register(1, std::make_unique<NcclTransportFactory>()).IgnoreError();
     return &r;
   }();
   return *registry;

@@ -9,6 +9,9 @@
 //   ucx       ranks as processes, on one host or many (the default for
 //             processes: CreateCommunicatorFromEnvironment). Absent from
 //             builds with --define=relay_ucx=off.
+//   nccl      ranks as processes or threads, one GPU each, device memory
+//             only (transports/nccl/nccl_transport.h). Not viable without
+//             NCCL at build time or without a visible GPU.
 //
 // Lifetime and ownership. The registry and the engine are process-wide and
 // live forever; communicators are owned by the caller. Every rank of a group

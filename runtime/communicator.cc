@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
 #include "runtime/validate.h"
@@ -107,6 +108,17 @@ absl::StatusOr<Request> Communicator::StartCollective(
         CollectiveName(args.kind), ": algorithm 'direct' needs ranks that "
         "share an address space, which ", transport_->name(), " lacks"));
   }
+  const bool on_device = (args.send.count > 0 && !args.send.device.is_host()) ||
+                         (args.recv.count > 0 && !args.recv.device.is_host());
+  if (on_device && args.algorithm != Algorithm::kNative &&
+      !(args.algorithm == Algorithm::kAuto && caps.native_collectives)) {
+    // relay's own algorithms reduce and copy with host code.
+    return absl::UnimplementedError(absl::StrCat(
+        CollectiveName(args.kind), ": relay's own algorithms ('",
+        AlgorithmName(args.algorithm), "') run on host memory only in this "
+        "build; device buffers need a transport with native collectives "
+        "(nccl) and algorithm auto or native"));
+  }
   if (args.algorithm != Algorithm::kNative) {
     RELAY_RETURN_IF_ERROR(engine_.Supports(args.kind, args.algorithm));
   } else if (!caps.native_collectives) {
@@ -127,7 +139,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
       (args.algorithm == Algorithm::kAuto && caps.native_collectives);
   if (want_native) {
     absl::StatusOr<Request> native = transport_->Collective(args);
-    if (native.ok() || args.algorithm == Algorithm::kNative ||
+    if (native.ok() || args.algorithm == Algorithm::kNative || on_device ||
         !absl::IsUnimplemented(native.status())) {
       return native;
     }
@@ -250,28 +262,32 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
         op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));
   }
   const absl::Time deadline = DeadlineFor(options);
-  if (ops.size() == 1) {  // Send and Recv: no vector, no joint request.
+  if (ops.size() == 1 && options.stream == nullptr) {
+    // Send and Recv on host memory: no batch, no joint request.
     const P2POp& op = ops.front();
     return op.kind == P2POp::Kind::kSend
                ? transport_->Isend(op.peer, UserTag(op.tag), op.send, deadline)
                : transport_->Irecv(op.peer, UserTag(op.tag), op.recv, deadline);
   }
-  std::vector<Request> posted;
-  posted.reserve(ops.size());
+  absl::InlinedVector<PeerOp, 8> batch;
+  batch.reserve(ops.size());
   for (const P2POp& op : ops) {
-    absl::StatusOr<Request> r =
-        op.kind == P2POp::Kind::kSend
-            ? transport_->Isend(op.peer, UserTag(op.tag), op.send, deadline)
-            : transport_->Irecv(op.peer, UserTag(op.tag), op.recv, deadline);
-    if (!r.ok()) {
-      // Earlier ops are in flight and reference the caller's buffers.
-      Abort(r.status()).IgnoreError();
-      return r.status();
+    if (op.kind == P2POp::Kind::kSend) {
+      // A send only reads its buffer; PeerOp carries one buffer type.
+      batch.push_back({PeerOp::Kind::kSend, op.peer, UserTag(op.tag),
+                       Buffer{const_cast<void*>(op.send.data), op.send.count,
+                              op.send.dtype, op.send.device}});
+    } else {
+      batch.push_back({PeerOp::Kind::kRecv, op.peer, UserTag(op.tag), op.recv});
     }
-    posted.push_back(*std::move(r));
   }
-  if (posted.size() == 1) return std::move(posted.front());
-  return WhenAll(std::move(posted), deadline);
+  absl::StatusOr<Request> posted =
+      transport_->PostBatch(batch, options.stream, deadline);
+  if (!posted.ok()) {
+    // Earlier ops may be in flight and reference the caller's buffers.
+    Abort(posted.status()).IgnoreError();
+  }
+  return posted;
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(

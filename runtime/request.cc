@@ -150,10 +150,17 @@ void Request::OnDone(DoneCallback callback) {
   state_->OnDone(std::move(callback));
 }
 
-absl::Status Request::StreamWait(void* /*cuda_stream*/) {
+absl::Status RequestState::StreamWait(void* /*cuda_stream*/) {
   return absl::UnimplementedError(
       "StreamWait applies to device operations; this request is a host "
       "operation: use Wait()");
+}
+
+absl::Status Request::StreamWait(void* cuda_stream) {
+  if (!state_) {
+    return absl::FailedPreconditionError("StreamWait on an empty Request");
+  }
+  return state_->StreamWait(cuda_stream);
 }
 
 namespace {
@@ -174,6 +181,16 @@ class JointState final : public RequestState {
       if (!part->done()) return part->Poll();
     }
     return false;
+  }
+
+ public:
+  // The stream waits for every part (a batch of device operations).
+  absl::Status StreamWait(void* cuda_stream) override {
+    for (const std::shared_ptr<RequestState>& part : parts_) {
+      absl::Status s = part->StreamWait(cuda_stream);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
 
  private:

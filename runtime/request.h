@@ -89,6 +89,10 @@ class RequestState {
   }
   void OnDone(DoneCallback callback);
 
+  // Device operations: makes `cuda_stream` wait, on the GPU, for this
+  // operation (Request::StreamWait). Host operations: Unimplemented.
+  virtual absl::Status StreamWait(void* cuda_stream);
+
  protected:
   // Called repeatedly by Wait() and Request::Test() while not done; returns
   // true if it did some work (Wait keeps polling, rather than sleeping,

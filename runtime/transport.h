@@ -72,6 +72,22 @@ struct TransportCapabilities {
   // The largest user point-to-point tag it carries (the communicator
   // rejects larger ones with InvalidArgument); at most kMaxUserTag.
   int64_t max_user_tag = kMaxUserTag;
+  // False for transports without tags (NCCL): a pair's messages then match
+  // in the order they were posted, whatever their tags, so both ranks must
+  // post them in the same order.
+  bool matches_tags = true;
+  // Operations are queued on CUDA streams (device memory): requests support
+  // StreamWait, and PostBatch honours its stream.
+  bool stream_ordered = false;
+};
+
+// One send or receive of a batch (Transport::PostBatch).
+struct PeerOp {
+  enum class Kind : uint8_t { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  int peer = 0;
+  Tag tag = 0;
+  Buffer data;  // Read from for a send, written for a receive.
 };
 
 class Transport {
@@ -114,6 +130,16 @@ class Transport {
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-address-space rendezvous"));
   }
+
+  // Posts every op of `ops` at once (an exchange cannot deadlock) and
+  // returns one request that completes when all have, with the first error.
+  // Stream-ordered transports queue them on `cuda_stream` as one group (for
+  // NCCL, one ncclGroupStart/End); the default posts each through Isend and
+  // Irecv and ignores the stream. On an error some ops may be in flight: the
+  // caller aborts the transport before freeing their buffers.
+  virtual absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+                                            void* cuda_stream,
+                                            absl::Time deadline);
 
   // A native implementation of the collective described by `args`.
   virtual absl::StatusOr<Request> Collective(const CollectiveArgs& args) {

@@ -9,6 +9,7 @@
 #include "collectives/selection.h"
 #include "runtime/communicator.h"
 #include "runtime/status_macros.h"
+#include "testing/device_memory.h"
 #include "testing/rank_harness.h"
 #include "testing/reference.h"
 
@@ -120,13 +121,38 @@ absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
         break;
     }
   }
-  const ConstBuffer send{send_ptr, send_count, c.dtype, Device::Host()};
-  const Buffer recv{recv_ptr, recv_count, c.dtype, Device::Host()};
+  ConstBuffer send{send_ptr, send_count, c.dtype, Device::Host()};
+  Buffer recv{recv_ptr, recv_count, c.dtype, Device::Host()};
+
+  // A transport that moves device memory only (NCCL) gets device copies of
+  // both images, aliased the same way, and the results are copied back.
+  DeviceBytes device_send, device_recv;
+  const bool on_device = !comm.capabilities().host_memory;
+  if (on_device) {
+    RELAY_ASSIGN_OR_RETURN(const int device, CurrentDevice());
+    RELAY_ASSIGN_OR_RETURN(device_send, DeviceBytes::Allocate(send_mem.size()));
+    RELAY_ASSIGN_OR_RETURN(device_recv, DeviceBytes::Allocate(recv_mem.size()));
+    RELAY_RETURN_IF_ERROR(device_send.CopyFrom(send_mem.data(), send_mem.size()));
+    RELAY_RETURN_IF_ERROR(device_recv.CopyFrom(recv_mem.data(), recv_mem.size()));
+    auto to_device = [&](const char* p) -> char* {
+      if (p == nullptr) return nullptr;
+      if (p >= recv_mem.data() && p <= recv_mem.data() + recv_mem.size()) {
+        return device_recv.data() + (p - recv_mem.data());
+      }
+      return device_send.data() + (p - send_mem.data());
+    };
+    send = {to_device(send_ptr), send_count, c.dtype, Device::Cuda(device)};
+    recv = {to_device(recv_ptr), recv_count, c.dtype, Device::Cuda(device)};
+  }
 
   RELAY_ASSIGN_OR_RETURN(
       Request request,
       comm.Collective(c.kind, send, recv, c.op, c.root, options));
   RELAY_RETURN_IF_ERROR(request.Wait());
+  if (on_device) {
+    RELAY_RETURN_IF_ERROR(device_send.CopyTo(send_mem.data(), send_mem.size()));
+    RELAY_RETURN_IF_ERROR(device_recv.CopyTo(recv_mem.data(), recv_mem.size()));
+  }
 
   const std::vector<double> want = Expected(c.kind, c.dtype, c.op, c.root,
                                             rank, c.count, inputs);

@@ -29,6 +29,7 @@
 #include "runtime/bootstrap/environment.h"
 #include "runtime/bootstrap/tcp_store.h"
 #include "testing/conformance.h"
+#include "testing/device_memory.h"
 
 namespace relay {
 namespace {
@@ -76,6 +77,10 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
   if (!env.ok()) return Usage(std::string(env.status().message()));
+  // One GPU per local rank, for transports that move device memory.
+  if (DeviceMemoryAvailable()) {
+    SetCurrentDevice(env->local_rank % VisibleDeviceCount()).IgnoreError();
+  }
   absl::StatusOr<std::shared_ptr<TcpStore>> store = ConnectJobStore(*env);
   if (!store.ok()) return Usage(std::string(store.status().message()));
 
@@ -98,6 +103,12 @@ int Main(int argc, char** argv) {
   for (const ConformanceCase& c : ConformanceCasesForSize(env->size)) {
     // Direct algorithms need ranks that share an address space.
     if (c.algorithm == Algorithm::kDirect && !caps.shared_address_space) {
+      continue;
+    }
+    // relay's own algorithms run on host memory only: a device-memory
+    // transport runs the cases of its native collectives.
+    if (!caps.host_memory && c.algorithm != Algorithm::kAuto &&
+        c.algorithm != Algorithm::kNative) {
       continue;
     }
     if (quick && c.count > (size_t{1} << 20)) continue;

@@ -26,10 +26,14 @@
 namespace relay {
 
 using RankBody = std::function<absl::Status(Communicator& comm)>;
+// Runs on each rank's thread before its communicator connects (a GPU
+// transport's test selects the rank's device here).
+using RankSetup = std::function<absl::Status(int rank)>;
 
 absl::Status RunRanks(int size, TransportFactory& factory,
                       const CollectiveEngine& engine, const RankBody& body,
-                      CommunicatorOptions options = {});
+                      CommunicatorOptions options = {},
+                      const RankSetup& setup = nullptr);
 
 }  // namespace relay
 

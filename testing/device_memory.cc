@@ -1,0 +1,119 @@
+#include "testing/device_memory.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#if RELAY_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace relay {
+
+#if RELAY_HAVE_CUDA
+
+namespace {
+
+absl::Status Cuda(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat(call, ": ", cudaGetErrorString(e)));
+}
+
+}  // namespace
+
+int VisibleDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+bool DeviceMemoryAvailable() { return VisibleDeviceCount() > 0; }
+
+absl::StatusOr<int> CurrentDevice() {
+  int d = 0;
+  if (absl::Status s = Cuda(cudaGetDevice(&d), "cudaGetDevice"); !s.ok()) return s;
+  return d;
+}
+
+absl::Status SetCurrentDevice(int device) {
+  return Cuda(cudaSetDevice(device), "cudaSetDevice");
+}
+
+absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t bytes) {
+  DeviceBytes d;
+  absl::StatusOr<int> device = CurrentDevice();
+  if (!device.ok()) return device.status();
+  void* p = nullptr;
+  if (absl::Status s = Cuda(cudaMalloc(&p, bytes > 0 ? bytes : 1), "cudaMalloc");
+      !s.ok()) {
+    return s;
+  }
+  d.data_ = static_cast<char*>(p);
+  d.size_ = bytes;
+  d.device_ = *device;
+  return d;
+}
+
+DeviceBytes::~DeviceBytes() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+absl::Status DeviceBytes::CopyFrom(const void* host, size_t bytes,
+                                   size_t offset) {
+  if (offset + bytes > size_) {
+    return absl::OutOfRangeError("DeviceBytes::CopyFrom past the end");
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return Cuda(cudaMemcpy(data_ + offset, host, bytes, cudaMemcpyHostToDevice),
+              "cudaMemcpy (host to device)");
+}
+
+absl::Status DeviceBytes::CopyTo(void* host, size_t bytes,
+                                 size_t offset) const {
+  if (offset + bytes > size_) {
+    return absl::OutOfRangeError("DeviceBytes::CopyTo past the end");
+  }
+  if (bytes == 0) return absl::OkStatus();
+  return Cuda(cudaMemcpy(host, data_ + offset, bytes, cudaMemcpyDeviceToHost),
+              "cudaMemcpy (device to host)");
+}
+
+#else  // !RELAY_HAVE_CUDA
+
+namespace {
+absl::Status NoCuda() {
+  return absl::FailedPreconditionError("built without CUDA");
+}
+}  // namespace
+
+int VisibleDeviceCount() { return 0; }
+bool DeviceMemoryAvailable() { return false; }
+absl::StatusOr<int> CurrentDevice() { return NoCuda(); }
+absl::Status SetCurrentDevice(int) { return NoCuda(); }
+absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t) { return NoCuda(); }
+DeviceBytes::~DeviceBytes() = default;
+absl::Status DeviceBytes::CopyFrom(const void*, size_t, size_t) { return NoCuda(); }
+absl::Status DeviceBytes::CopyTo(void*, size_t, size_t) const { return NoCuda(); }
+
+#endif  // RELAY_HAVE_CUDA
+
+DeviceBytes::DeviceBytes(DeviceBytes&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      device_(std::exchange(other.device_, -1)) {}
+
+DeviceBytes& DeviceBytes::operator=(DeviceBytes&& other) noexcept {
+  if (this != &other) {
+    DeviceBytes doomed(std::move(*this));
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    device_ = std::exchange(other.device_, -1);
+  }
+  return *this;
+}
+
+}  // namespace relay

@@ -1,0 +1,659 @@
+#include "transports/nccl/nccl_transport.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
+#include "transports/nccl/nccl_status.h"
+
+namespace relay {
+namespace {
+
+constexpr char kUniqueIdKey[] = "nccl/unique_id";
+// How often the watchdog looks at pending requests. It completes requests
+// nobody waits on (so OnDone callbacks run), and its period bounds how late
+// a timeout is noticed.
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1);
+// How long Abort waits for a thread inside an NCCL enqueue call before
+// aborting under it (that call may be blocked on a peer that is gone, and
+// ncclCommAbort is what unblocks it).
+constexpr auto kAbortGrace = std::chrono::milliseconds(200);
+
+absl::StatusOr<ncclDataType_t> NcclType(DataType t) {
+  switch (t) {
+    case DataType::kInt8: return ncclInt8;
+    case DataType::kUint8: return ncclUint8;
+    case DataType::kInt32: return ncclInt32;
+    case DataType::kUint32: return ncclUint32;
+    case DataType::kInt64: return ncclInt64;
+    case DataType::kUint64: return ncclUint64;
+    case DataType::kFloat16: return ncclFloat16;
+    case DataType::kBfloat16: return ncclBfloat16;
+    case DataType::kFloat32: return ncclFloat32;
+    case DataType::kFloat64: return ncclFloat64;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("nccl: no NCCL type for dtype ", static_cast<int>(t)));
+}
+
+absl::StatusOr<ncclRedOp_t> NcclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kProd: return ncclProd;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kAvg: return ncclAvg;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("nccl: no NCCL op for reduce op ", static_cast<int>(op)));
+}
+
+// cudaEvent_t recycling: creating an event costs more than recording one,
+// and every operation needs two.
+class EventPool {
+ public:
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  absl::StatusOr<cudaEvent_t> Get() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    RELAY_RETURN_IF_ERROR(CudaStatus(
+        cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+        "cudaEventCreateWithFlags"));
+    return e;
+  }
+  // A stream that waits on `e` captured its state at cudaStreamWaitEvent,
+  // so `e` may be recorded again at once.
+  void Put(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(e);
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<cudaEvent_t> free_;
+};
+
+class NcclRequest;
+
+// Makes `device` current for a scope, and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device) {
+      cudaSetDevice(device);
+    } else {
+      previous_ = -1;
+    }
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+};
+
+// What a transport shares with its requests and its watchdog.
+struct Core {
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int32_t* barrier_scratch = nullptr;  // One device int for barriers.
+  EventPool events;
+
+  // NCCL communicators are not thread-safe: one enqueue at a time. Timed, so
+  // Abort can give up on a caller stuck inside NCCL (kAbortGrace).
+  std::timed_mutex enqueue_mu;
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  absl::Status abort_reason;  // Guarded by abort_mu.
+  bool comm_aborted = false;  // Guarded by abort_mu: ncclCommAbort ran.
+
+  // Requests not yet complete, for the watchdog.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  std::vector<std::shared_ptr<NcclRequest>> pending;  // Guarded by watch_mu.
+  bool stopping = false;                              // Guarded by watch_mu.
+
+  ~Core() {
+    if (!comm_aborted && comm != nullptr) ncclCommDestroy(comm);
+    if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  absl::Status AbortReason() {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    return abort_reason;
+  }
+  // Aborts the NCCL communicator once and fails every pending request with
+  // `why`. Safe from any thread, the watchdog included.
+  void Abort(absl::Status why);
+  void Watch(std::shared_ptr<NcclRequest> request);
+  void WatchdogLoop();
+};
+
+// One queued operation: done when its completion event has fired on the
+// transport's stream.
+class NcclRequest final : public RequestState {
+ public:
+  NcclRequest(std::shared_ptr<Core> core, cudaEvent_t done_event,
+              absl::Time deadline, const char* what, uint64_t sequence)
+      : RequestState(deadline),
+        core_(std::move(core)),
+        done_event_(done_event),
+        what_(what),
+        sequence_(sequence) {}
+  ~NcclRequest() override { core_->events.Put(done_event_); }
+
+  absl::Status StreamWait(void* cuda_stream) override {
+    if (done() && !status().ok()) return status();
+    return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream),
+                                          done_event_, 0),
+                      "cudaStreamWaitEvent");
+  }
+
+  // Completes the request if its GPU work has finished; true if done now.
+  bool Check() {
+    if (done()) return true;
+    const cudaError_t q = cudaEventQuery(done_event_);
+    if (q == cudaErrorNotReady) return false;
+    Complete(CudaStatus(q, "cudaEventQuery"));
+    return true;
+  }
+
+  std::string Describe() const {
+    return sequence_ == kNoSequence ? std::string(what_)
+                                    : absl::StrCat(what_, " #", sequence_);
+  }
+
+  static constexpr uint64_t kNoSequence = ~uint64_t{0};
+
+ protected:
+  // Wait keeps polling while this returns true: the GPU work is moving and
+  // only a poll sees it finish (the watchdog would, a period later).
+  bool Progress() override {
+    if (Check()) return true;
+    return !core_->aborted.load(std::memory_order_relaxed);
+  }
+
+ private:
+  const std::shared_ptr<Core> core_;
+  const cudaEvent_t done_event_;
+  const char* const what_;
+  const uint64_t sequence_;
+};
+
+void Core::Watch(std::shared_ptr<NcclRequest> request) {
+  std::lock_guard<std::mutex> lock(watch_mu);
+  pending.push_back(std::move(request));
+  if (pending.size() == 1) watch_cv.notify_one();
+}
+
+void Core::Abort(absl::Status why) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    if (!aborted.load(std::memory_order_relaxed)) {
+      abort_reason = why;
+      aborted.store(true, std::memory_order_release);
+      // Wait briefly for an enqueue in progress; one that stays is blocked
+      // on a peer inside NCCL, and only the abort below frees it.
+      const bool idle = enqueue_mu.try_lock_for(kAbortGrace);
+      if (comm != nullptr) ncclCommAbort(comm);
+      comm_aborted = true;
+      if (idle) enqueue_mu.unlock();
+    }
+  }
+  std::vector<std::shared_ptr<NcclRequest>> failing;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu);
+    failing.swap(pending);
+  }
+  for (const std::shared_ptr<NcclRequest>& r : failing) r->Complete(why);
+}
+
+void Core::WatchdogLoop() {
+  std::vector<std::shared_ptr<NcclRequest>> snapshot;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(watch_mu);
+      watch_cv.wait_for(lock, kWatchdogPeriod,
+                        [&] { return stopping || !pending.empty(); });
+      if (stopping) return;
+      if (pending.empty()) continue;
+      snapshot = pending;
+    }
+    // Completions run callbacks, which may post more work: no lock held.
+    const absl::Time now = FastNow();
+    const NcclRequest* expired = nullptr;
+    for (const std::shared_ptr<NcclRequest>& r : snapshot) {
+      if (!r->Check() && now > r->deadline() && expired == nullptr) {
+        expired = r.get();
+      }
+    }
+    if (!aborted.load(std::memory_order_acquire)) {
+      if (expired != nullptr) {
+        Abort(absl::DeadlineExceededError(absl::StrCat(
+            "nccl: ", expired->Describe(), " on rank ", rank,
+            " did not complete within its timeout; the NCCL communicator "
+            "was aborted (a peer stopped participating or is too slow)")));
+      } else {
+        ncclResult_t async = ncclSuccess;
+        ncclResult_t got = ncclSuccess;
+        {
+          // ncclCommGetAsyncError must not race ncclCommAbort.
+          std::lock_guard<std::mutex> lock(abort_mu);
+          if (!comm_aborted) got = ncclCommGetAsyncError(comm, &async);
+        }
+        if (got == ncclSuccess && async != ncclSuccess &&
+            async != ncclInProgress) {
+          absl::Status s = NcclStatus(async, "nccl (asynchronous error)", comm);
+          Abort(absl::Status(absl::IsInvalidArgument(s)
+                                 ? absl::StatusCode::kInternal
+                                 : s.code(),
+                             absl::StrCat(s.message(), " on rank ", rank)));
+        }
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(watch_mu);
+      auto done = [](const std::shared_ptr<NcclRequest>& r) { return r->done(); };
+      pending.erase(std::remove_if(pending.begin(), pending.end(), done),
+                    pending.end());
+    }
+    snapshot.clear();
+  }
+}
+
+class NcclTransport final : public Transport {
+ public:
+  explicit NcclTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
+    watchdog_ = std::thread([core = core_.get()] { core->WatchdogLoop(); });
+  }
+  ~NcclTransport() override {
+    {
+      std::lock_guard<std::mutex> lock(core_->watch_mu);
+      core_->stopping = true;
+    }
+    core_->watch_cv.notify_all();
+    watchdog_.join();
+    // Requests still pending are failed by the owner's Abort; the core lives
+    // on with them.
+  }
+
+  absl::string_view name() const override { return "nccl"; }
+  int rank() const override { return core_->rank; }
+  int size() const override { return core_->size; }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps;
+    caps.host_memory = false;
+    caps.device_memory = true;
+    caps.native_collectives = true;
+    caps.matches_tags = false;
+    caps.stream_ordered = true;
+    caps.latency_us = 10;
+    caps.bandwidth_gbps = 100;
+    return caps;
+  }
+
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override {
+    const PeerOp op{PeerOp::Kind::kSend, peer, tag,
+                    Buffer{const_cast<void*>(data.data), data.count,
+                           data.dtype, data.device}};
+    return PostBatch({&op, 1}, nullptr, deadline);
+  }
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override {
+    const PeerOp op{PeerOp::Kind::kRecv, peer, tag, data};
+    return PostBatch({&op, 1}, nullptr, deadline);
+  }
+  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+                                    void* cuda_stream,
+                                    absl::Time deadline) override;
+  absl::StatusOr<Request> Collective(const CollectiveArgs& args) override;
+
+  bool Progress() override { return false; }
+  void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
+
+ private:
+  absl::Status CheckBuffer(const ConstBuffer& b, const char* what) const;
+  // Queues `enqueue` (NCCL calls on core_->stream) after the work on
+  // `user_stream`, and returns the request of what it queued.
+  template <typename Enqueue>
+  absl::StatusOr<Request> Launch(void* user_stream, absl::Time deadline,
+                                 const char* what, uint64_t sequence,
+                                 Enqueue&& enqueue);
+  absl::Status EnqueueCollective(const CollectiveArgs& args);
+
+  std::shared_ptr<Core> core_;
+  std::thread watchdog_;
+};
+
+absl::Status NcclTransport::CheckBuffer(const ConstBuffer& b,
+                                        const char* what) const {
+  if (b.count == 0) return absl::OkStatus();
+  if (b.device != Device::Cuda(core_->device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: ", what, " is declared on ", b.device.ToString(),
+        ", but this rank's communicator runs on cuda:", core_->device));
+  }
+  cudaPointerAttributes attr;
+  const cudaError_t e = cudaPointerGetAttributes(&attr, b.data);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // Clear the sticky-free error state.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: ", what, " (", absl::StrFormat("%p", b.data), ") is not memory CUDA knows: ",
+        cudaGetErrorString(e)));
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: ", what, " (", absl::StrFormat("%p", b.data), ") is declared as ", b.device.ToString(),
+        " but is host memory"));
+  }
+  if (attr.device != core_->device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nccl: ", what, " (", absl::StrFormat("%p", b.data), ") lives on cuda:", attr.device,
+        ", but this rank's communicator runs on cuda:", core_->device));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Enqueue>
+absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
+                                              absl::Time deadline,
+                                              const char* what,
+                                              uint64_t sequence,
+                                              Enqueue&& enqueue) {
+  Core& c = *core_;
+  // Events and stream belong to the communicator's GPU; the calling thread
+  // may have another one current.
+  DeviceGuard on_device(c.device);
+  RELAY_ASSIGN_OR_RETURN(cudaEvent_t ready, c.events.Get());
+  absl::StatusOr<cudaEvent_t> done = c.events.Get();
+  if (!done.ok()) {
+    c.events.Put(ready);
+    return done.status();
+  }
+  absl::Status queued;
+  {
+    std::lock_guard<std::timed_mutex> lock(c.enqueue_mu);
+    if (c.aborted.load(std::memory_order_acquire)) {
+      queued = absl::FailedPreconditionError(absl::StrCat(
+          "nccl: the communicator was aborted: ", c.AbortReason().message()));
+    } else {
+      queued = CudaStatus(
+          cudaEventRecord(ready, static_cast<cudaStream_t>(user_stream)),
+          "cudaEventRecord (caller's stream)");
+      if (queued.ok()) {
+        queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
+                            "cudaStreamWaitEvent");
+      }
+      if (queued.ok()) queued = enqueue();
+      if (queued.ok()) {
+        queued = CudaStatus(cudaEventRecord(*done, c.stream), "cudaEventRecord");
+      }
+    }
+  }
+  c.events.Put(ready);
+  if (!queued.ok()) {
+    c.events.Put(*done);
+    return queued;
+  }
+  auto request =
+      std::make_shared<NcclRequest>(core_, *done, deadline, what, sequence);
+  c.Watch(request);
+  return Request(std::move(request));
+}
+
+absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
+                                                 void* cuda_stream,
+                                                 absl::Time deadline) {
+  for (const PeerOp& op : ops) {
+    if (op.peer < 0 || op.peer >= core_->size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "nccl: peer ", op.peer, " is out of range [0, ", core_->size, ")"));
+    }
+    RELAY_RETURN_IF_ERROR(CheckBuffer(
+        op.data, op.kind == PeerOp::Kind::kSend ? "send buffer" : "recv buffer"));
+  }
+  const char* what = ops.size() == 1
+                         ? (ops[0].kind == PeerOp::Kind::kSend ? "send" : "recv")
+                         : "batched send/recv";
+  return Launch(cuda_stream, deadline, what, NcclRequest::kNoSequence,
+                [&]() -> absl::Status {
+                  Core& c = *core_;
+                  RELAY_RETURN_IF_ERROR(
+                      NcclStatus(ncclGroupStart(), "ncclGroupStart", c.comm));
+                  absl::Status s;
+                  for (const PeerOp& op : ops) {
+                    const ncclResult_t r =
+                        op.kind == PeerOp::Kind::kSend
+                            ? ncclSend(op.data.data, op.data.bytes(), ncclUint8,
+                                       op.peer, c.comm, c.stream)
+                            : ncclRecv(op.data.data, op.data.bytes(), ncclUint8,
+                                       op.peer, c.comm, c.stream);
+                    if (s.ok()) {
+                      s = NcclStatus(r, op.kind == PeerOp::Kind::kSend
+                                            ? "ncclSend" : "ncclRecv", c.comm);
+                    }
+                  }
+                  // A group is always closed, even after a failed call.
+                  const absl::Status end =
+                      NcclStatus(ncclGroupEnd(), "ncclGroupEnd", c.comm);
+                  return s.ok() ? end : s;
+                });
+}
+
+absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
+  Core& c = *core_;
+  const DataType dtype =
+      args.send.count > 0 ? args.send.dtype : args.recv.dtype;
+  RELAY_ASSIGN_OR_RETURN(ncclDataType_t type, NcclType(dtype));
+  ncclRedOp_t op = ncclSum;
+  if (IsReduction(args.kind)) {
+    RELAY_ASSIGN_OR_RETURN(op, NcclOp(args.op));
+  }
+  const size_t esize = DataTypeSize(dtype);
+  const int n = c.size;
+  auto grouped = [&](auto&& body) -> absl::Status {
+    RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", c.comm));
+    absl::Status s = body();
+    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", c.comm);
+    return s.ok() ? end : s;
+  };
+  // Keeps the first failure of a sequence of calls inside a group.
+  auto first = [](absl::Status* s, absl::Status next) {
+    if (s->ok()) *s = std::move(next);
+  };
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      return NcclStatus(ncclAllReduce(args.send.data, args.recv.data,
+                                      args.recv.count, type, op, c.comm,
+                                      c.stream),
+                        "ncclAllReduce", c.comm);
+    case CollectiveKind::kBroadcast:
+      return NcclStatus(ncclBroadcast(args.send.data, args.recv.data,
+                                      args.recv.count, type, args.root, c.comm,
+                                      c.stream),
+                        "ncclBroadcast", c.comm);
+    case CollectiveKind::kReduce:
+      return NcclStatus(ncclReduce(args.send.data, args.recv.data,
+                                   args.send.count, type, op, args.root, c.comm,
+                                   c.stream),
+                        "ncclReduce", c.comm);
+    case CollectiveKind::kAllGather:
+      return NcclStatus(ncclAllGather(args.send.data, args.recv.data,
+                                      args.send.count, type, c.comm, c.stream),
+                        "ncclAllGather", c.comm);
+    case CollectiveKind::kReduceScatter:
+      return NcclStatus(ncclReduceScatter(args.send.data, args.recv.data,
+                                          args.recv.count, type, op, c.comm,
+                                          c.stream),
+                        "ncclReduceScatter", c.comm);
+    case CollectiveKind::kAllToAll: {
+      const size_t block = args.send.count / n;
+      return grouped([&] {
+        absl::Status s;
+        for (int j = 0; j < n; ++j) {
+          first(&s, NcclStatus(ncclSend(static_cast<const char*>(args.send.data) +
+                                            j * block * esize,
+                                        block, type, j, c.comm, c.stream),
+                               "ncclSend", c.comm));
+          first(&s, NcclStatus(ncclRecv(static_cast<char*>(args.recv.data) +
+                                            j * block * esize,
+                                        block, type, j, c.comm, c.stream),
+                               "ncclRecv", c.comm));
+        }
+        return s;
+      });
+    }
+    case CollectiveKind::kGather: {
+      const size_t block = args.send.count;
+      return grouped([&] {
+        absl::Status s;
+        if (c.rank != args.root) {
+          return NcclStatus(ncclSend(args.send.data, block, type, args.root,
+                                     c.comm, c.stream),
+                            "ncclSend", c.comm);
+        }
+        for (int j = 0; j < n; ++j) {
+          char* slot = static_cast<char*>(args.recv.data) + j * block * esize;
+          if (j != c.rank) {
+            first(&s, NcclStatus(ncclRecv(slot, block, type, j, c.comm, c.stream),
+                                 "ncclRecv", c.comm));
+          } else if (slot != args.send.data && block > 0) {
+            first(&s, CudaStatus(cudaMemcpyAsync(slot, args.send.data,
+                                                 block * esize,
+                                                 cudaMemcpyDeviceToDevice,
+                                                 c.stream),
+                                 "cudaMemcpyAsync"));
+          }
+        }
+        return s;
+      });
+    }
+    case CollectiveKind::kScatter: {
+      const size_t block = args.recv.count;
+      return grouped([&] {
+        absl::Status s;
+        if (c.rank != args.root) {
+          return NcclStatus(ncclRecv(args.recv.data, block, type, args.root,
+                                     c.comm, c.stream),
+                            "ncclRecv", c.comm);
+        }
+        for (int j = 0; j < n; ++j) {
+          const char* slot =
+              static_cast<const char*>(args.send.data) + j * block * esize;
+          if (j != c.rank) {
+            first(&s, NcclStatus(ncclSend(slot, block, type, j, c.comm, c.stream),
+                                 "ncclSend", c.comm));
+          } else if (slot != args.recv.data && block > 0) {
+            first(&s, CudaStatus(cudaMemcpyAsync(args.recv.data, slot,
+                                                 block * esize,
+                                                 cudaMemcpyDeviceToDevice,
+                                                 c.stream),
+                                 "cudaMemcpyAsync"));
+          }
+        }
+        return s;
+      });
+    }
+    case CollectiveKind::kBarrier:
+      return NcclStatus(ncclAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
+                                      ncclInt32, ncclSum, c.comm, c.stream),
+                        "ncclAllReduce (barrier)", c.comm);
+  }
+  return absl::InvalidArgumentError("nccl: unknown collective kind");
+}
+
+absl::StatusOr<Request> NcclTransport::Collective(const CollectiveArgs& args) {
+  RELAY_RETURN_IF_ERROR(CheckBuffer(args.send, "send buffer"));
+  RELAY_RETURN_IF_ERROR(CheckBuffer(args.recv, "recv buffer"));
+  const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
+  return Launch(args.stream, args.deadline, what, args.sequence,
+                [&] { return EnqueueCollective(args); });
+}
+
+int VisibleDevices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace
+
+bool NcclTransportFactory::IsViable() const {
+  static const bool viable = VisibleDevices() > 0;
+  return viable;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
+    const TransportConfig& config) {
+  if (!IsViable()) {
+    return absl::FailedPreconditionError(
+        "nccl: no CUDA device is visible (cudaGetDeviceCount)");
+  }
+  auto core = std::make_shared<Core>();
+  core->rank = config.rank;
+  core->size = config.size;
+  RELAY_RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&core->device), "cudaGetDevice"));
+
+  ncclUniqueId id;
+  if (config.rank == 0) {
+    RELAY_RETURN_IF_ERROR(NcclStatus(ncclGetUniqueId(&id), "ncclGetUniqueId"));
+    RELAY_RETURN_IF_ERROR(config.store->Set(
+        kUniqueIdKey,
+        absl::string_view(reinterpret_cast<const char*>(&id), sizeof(id))));
+  } else {
+    RELAY_ASSIGN_OR_RETURN(std::string bytes,
+                           config.store->Get(kUniqueIdKey, config.timeout));
+    if (bytes.size() != sizeof(id)) {
+      return absl::InternalError(absl::StrCat(
+          "nccl: the unique id in the store has ", bytes.size(),
+          " bytes, expected ", sizeof(id), " (a different NCCL version?)"));
+    }
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaStreamCreateWithFlags(&core->stream, cudaStreamNonBlocking),
+      "cudaStreamCreateWithFlags"));
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaMalloc(reinterpret_cast<void**>(&core->barrier_scratch),
+                 sizeof(int32_t)),
+      "cudaMalloc"));
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaMemset(core->barrier_scratch, 0, sizeof(int32_t)), "cudaMemset"));
+  RELAY_RETURN_IF_ERROR(NcclStatus(
+      ncclCommInitRank(&core->comm, config.size, id, config.rank),
+      "ncclCommInitRank"));
+  return std::unique_ptr<Transport>(new NcclTransport(std::move(core)));
+}
+
+}  // namespace relay

@@ -1,0 +1,345 @@
+// The NCCL transport with ranks as threads, one GPU each (one process for
+// all GPUs). Tests that need GPUs skip themselves where none (or too few)
+// are visible; the process form of the conformance suite runs under
+// tools/relayrun (bench/gpu/run_checks.sh).
+#include "transports/nccl/nccl_transport.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "relay.h"
+#include "testing/conformance.h"
+#include "testing/device_memory.h"
+#include "testing/rank_harness.h"
+
+namespace relay {
+namespace {
+
+NcclTransportFactory& Factory() {
+  static NcclTransportFactory* f = new NcclTransportFactory();
+  return *f;
+}
+
+int Gpus() { return Factory().IsViable() ? VisibleDeviceCount() : 0; }
+
+RankSetup OneGpuPerRank() {
+  return [](int rank) { return SetCurrentDevice(rank); };
+}
+
+class Arrivals final : public BarrierArrivals {
+ public:
+  absl::Status Arrive() override {
+    count_.fetch_add(1);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int> Count() override { return count_.load(); }
+
+ private:
+  std::atomic<int> count_{0};
+};
+
+TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
+  if (Gpus() > 0) GTEST_SKIP() << "a GPU is visible";
+  EXPECT_FALSE(Factory().IsViable());
+  auto store = std::make_shared<InMemoryStore>();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateCommunicator(
+      {.rank = 0, .size = 1, .store = store, .transport = "nccl"});
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition)
+      << comm.status();
+}
+
+// Every case of the conformance matrix that NCCL's native collectives run
+// (algorithm auto), on `n` GPUs driven by one thread each, one group.
+void RunConformance(int n) {
+  std::vector<ConformanceCase> cases;
+  for (const ConformanceCase& c : ConformanceCasesForSize(n)) {
+    if (c.algorithm == Algorithm::kAuto) cases.push_back(c);
+  }
+  ASSERT_FALSE(cases.empty());
+  std::vector<Arrivals> arrivals(cases.size());
+  std::atomic<int> failures{0};
+  CommunicatorOptions options;
+  options.default_timeout = absl::Seconds(60);
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        for (size_t i = 0; i < cases.size(); ++i) {
+          absl::Status one = RunConformanceCaseOnRank(cases[i], comm, arrivals[i]);
+          if (!one.ok()) {
+            ADD_FAILURE() << "rank " << comm.rank() << ": " << cases[i].Name()
+                          << ": " << one;
+            if (++failures > 20 || one.code() != absl::StatusCode::kInternal) {
+              return one;
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      options, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+  std::printf("%zu cases on %d GPUs\n", cases.size(), n);
+}
+
+TEST(NcclConformanceTest, TwoGpus) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  RunConformance(2);
+}
+
+TEST(NcclConformanceTest, AllGpus) {
+  if (Gpus() < 3) GTEST_SKIP() << "needs 3 or more GPUs, " << Gpus() << " visible";
+  RunConformance(Gpus());
+}
+
+TEST(NcclConformanceTest, OneGpu) {
+  if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
+  RunConformance(1);
+}
+
+// Bad input is InvalidArgument before anything is queued.
+TEST(NcclTransportTest, RejectsMemoryItCannotMove) {
+  if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
+  absl::Status s = RunRanks(
+      1, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        std::vector<float> host(16, 1.0f);
+        absl::StatusOr<DeviceBytes> dev = DeviceBytes::Allocate(64);
+        if (!dev.ok()) return dev.status();
+        const Device gpu0 = Device::Cuda(0);
+        // Host memory declared as device memory.
+        absl::StatusOr<Request> r = comm.AllReduce(
+            ConstBuffer::Of(host.data(), 16, gpu0),
+            Buffer::Of(host.data(), 16, gpu0), ReduceOp::kSum);
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+            << r.status();
+        // Device memory declared as host memory.
+        float* d = reinterpret_cast<float*>(dev->data());
+        r = comm.AllReduce(ConstBuffer::Of(d, 16), Buffer::Of(d, 16),
+                           ReduceOp::kSum);
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+            << r.status();
+        // A device this communicator does not run on.
+        r = comm.AllReduce(ConstBuffer::Of(d, 16, Device::Cuda(1)),
+                           Buffer::Of(d, 16, Device::Cuda(1)), ReduceOp::kSum);
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+            << r.status();
+        // relay's own algorithms on device memory: a clear error, no crash.
+        CollectiveOptions ring;
+        ring.algorithm = Algorithm::kRing;
+        r = comm.AllReduce(ConstBuffer::Of(d, 16, gpu0),
+                           Buffer::Of(d, 16, gpu0), ReduceOp::kSum, ring);
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented)
+            << r.status();
+        // Still usable after rejected calls.
+        r = comm.AllReduce(ConstBuffer::Of(d, 16, gpu0),
+                           Buffer::Of(d, 16, gpu0), ReduceOp::kSum);
+        if (!r.ok()) return r.status();
+        return r->Wait(absl::Seconds(30));
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(NcclTransportTest, RejectsMemoryOfAnotherGpu) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  ASSERT_TRUE(SetCurrentDevice(1).ok());
+  absl::StatusOr<DeviceBytes> on1 = DeviceBytes::Allocate(64);
+  ASSERT_TRUE(on1.ok()) << on1.status();
+  float* p = reinterpret_cast<float*>(on1->data());
+  absl::Status s = RunRanks(
+      1, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        // Declared on cuda:0 (this rank's GPU) but allocated on cuda:1.
+        absl::StatusOr<Request> r =
+            comm.AllReduce(ConstBuffer::Of(p, 16, Device::Cuda(0)),
+                           Buffer::Of(p, 16, Device::Cuda(0)), ReduceOp::kSum);
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+            << r.status();
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Two streams: a producer stream writes the gradients, the all_reduce waits
+// for it on the GPU, and a consumer stream waits for the all_reduce with
+// StreamWait; the host synchronizes the consumer stream only, never the
+// device, and the values are right.
+TEST(NcclTransportTest, StreamWaitOrdersWithoutHostBlocking) {
+  const int n = std::min(Gpus(), 2);
+  if (n < 1) GTEST_SKIP() << "no GPU visible";
+  constexpr size_t kCount = 1 << 20;
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        cudaStream_t producer, consumer;
+        cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking);
+        cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking);
+        std::vector<float> input(kCount), output(kCount, -1.0f);
+        for (size_t i = 0; i < kCount; ++i) input[i] = float(rank + 1) * float(i % 1000);
+        absl::StatusOr<DeviceBytes> grads = DeviceBytes::Allocate(kCount * 4);
+        if (!grads.ok()) return grads.status();
+        float* g = reinterpret_cast<float*>(grads->data());
+        // "Compute" on the producer stream: the upload of this step's values.
+        cudaMemcpyAsync(g, input.data(), kCount * 4, cudaMemcpyHostToDevice,
+                        producer);
+        CollectiveOptions opts;
+        opts.stream = producer;
+        absl::StatusOr<Request> r =
+            comm.AllReduce(ConstBuffer::Of(g, kCount, Device::Cuda(rank)),
+                           Buffer::Of(g, kCount, Device::Cuda(rank)),
+                           ReduceOp::kSum, opts);
+        if (!r.ok()) return r.status();
+        if (absl::Status w = r->StreamWait(consumer); !w.ok()) return w;
+        cudaMemcpyAsync(output.data(), g, kCount * 4, cudaMemcpyDeviceToHost,
+                        consumer);
+        if (cudaStreamSynchronize(consumer) != cudaSuccess) {
+          return absl::InternalError("cudaStreamSynchronize");
+        }
+        const float factor = float(n * (n + 1) / 2);
+        for (size_t i = 0; i < kCount; ++i) {
+          if (output[i] != factor * float(i % 1000)) {
+            return absl::InternalError(absl::StrCat(
+                "element ", i, " is ", output[i], ", expected ",
+                factor * float(i % 1000)));
+          }
+        }
+        // The request completes on the host too, without a Wait.
+        for (int i = 0; i < 10000 && !r->Test(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (!r->Test()) return absl::InternalError("Test never became true");
+        cudaStreamDestroy(producer);
+        cudaStreamDestroy(consumer);
+        return r->status();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// OnDone runs without anyone waiting: the watchdog completes requests.
+TEST(NcclTransportTest, OnDoneRunsWithoutAWaiter) {
+  if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
+  absl::Status s = RunRanks(
+      1, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        absl::StatusOr<DeviceBytes> d = DeviceBytes::Allocate(4096);
+        if (!d.ok()) return d.status();
+        float* p = reinterpret_cast<float*>(d->data());
+        absl::StatusOr<Request> r =
+            comm.AllReduce(ConstBuffer::Of(p, 1024, Device::Cuda(0)),
+                           Buffer::Of(p, 1024, Device::Cuda(0)), ReduceOp::kMax);
+        if (!r.ok()) return r.status();
+        std::atomic<bool> called{false};
+        r->OnDone([&](absl::Status) { called = true; });
+        for (int i = 0; i < 10000 && !called; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return called ? absl::OkStatus()
+                      : absl::InternalError("OnDone did not run within 10 s");
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Rank 1 never enters the all_reduce: rank 0 gets DeadlineExceeded within
+// its timeout plus one second, its communicator is aborted, and Abort
+// returns promptly; later calls fail with FailedPrecondition.
+TEST(NcclTransportTest, PeerThatStopsParticipatingIsADeadline) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  std::atomic<bool> rank0_done{false};
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        absl::StatusOr<DeviceBytes> d = DeviceBytes::Allocate(1 << 20);
+        if (!d.ok()) return d.status();
+        float* p = reinterpret_cast<float*>(d->data());
+        const ConstBuffer in = ConstBuffer::Of(p, 1 << 18, Device::Cuda(rank));
+        const Buffer out = Buffer::Of(p, 1 << 18, Device::Cuda(rank));
+        // One all_reduce together first, so both ranks are wired.
+        absl::StatusOr<Request> warm = comm.AllReduce(in, out, ReduceOp::kSum);
+        if (!warm.ok()) return warm.status();
+        if (absl::Status w = warm->Wait(absl::Seconds(60)); !w.ok()) return w;
+        if (rank == 1) {
+          while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return absl::OkStatus();
+        }
+        CollectiveOptions opts;
+        opts.timeout = absl::Seconds(2);
+        const absl::Time start = absl::Now();
+        absl::StatusOr<Request> r = comm.AllReduce(in, out, ReduceOp::kSum, opts);
+        if (!r.ok()) return r.status();
+        absl::Status w = r->Wait();
+        const absl::Duration took = absl::Now() - start;
+        EXPECT_EQ(w.code(), absl::StatusCode::kDeadlineExceeded) << w;
+        EXPECT_LT(took, absl::Seconds(3)) << "took " << took;
+        // The watchdog aborts within a period of the deadline.
+        for (int i = 0; i < 1000 && !r->Test(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        EXPECT_TRUE(r->Test());
+        EXPECT_EQ(r->status().code(), absl::StatusCode::kDeadlineExceeded)
+            << r->status();
+        const absl::Time abort_start = absl::Now();
+        EXPECT_TRUE(comm.Abort().ok());
+        EXPECT_LT(absl::Now() - abort_start, absl::Seconds(5));
+        absl::StatusOr<Request> after = comm.AllReduce(in, out, ReduceOp::kSum);
+        EXPECT_EQ(after.status().code(), absl::StatusCode::kFailedPrecondition)
+            << after.status();
+        rank0_done = true;
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  rank0_done = true;
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Batched point-to-point: a ring exchange in one group, every rank sending
+// to the right and receiving from the left.
+TEST(NcclTransportTest, BatchedRingExchange) {
+  const int n = Gpus();
+  if (n < 2) GTEST_SKIP() << "needs 2 GPUs";
+  constexpr size_t kCount = 1 << 22;  // 16 MB: beyond NCCL's eager buffers.
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        std::vector<int32_t> mine(kCount), got(kCount, -1);
+        for (size_t i = 0; i < kCount; ++i) mine[i] = rank * 1000003 + int32_t(i);
+        absl::StatusOr<DeviceBytes> a = DeviceBytes::Allocate(kCount * 4);
+        absl::StatusOr<DeviceBytes> b = DeviceBytes::Allocate(kCount * 4);
+        if (!a.ok() || !b.ok()) return absl::InternalError("cudaMalloc");
+        if (absl::Status c = a->CopyFrom(mine.data(), kCount * 4); !c.ok()) return c;
+        const Device dev = Device::Cuda(rank);
+        const P2POp ops[] = {
+            P2POp::Send(ConstBuffer::Of(reinterpret_cast<int32_t*>(a->data()), kCount, dev),
+                        (rank + 1) % n),
+            P2POp::Recv(Buffer::Of(reinterpret_cast<int32_t*>(b->data()), kCount, dev),
+                        (rank + n - 1) % n)};
+        absl::StatusOr<Request> r = comm.BatchSendRecv(ops);
+        if (!r.ok()) return r.status();
+        if (absl::Status w = r->Wait(absl::Seconds(60)); !w.ok()) return w;
+        if (absl::Status c = b->CopyTo(got.data(), kCount * 4); !c.ok()) return c;
+        const int left = (rank + n - 1) % n;
+        for (size_t i = 0; i < kCount; ++i) {
+          if (got[i] != left * 1000003 + int32_t(i)) {
+            return absl::InternalError(absl::StrCat("element ", i, " wrong"));
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace relay
