@@ -9,6 +9,12 @@
 //   bazel run //bench:collectives                     # every collective
 //   bazel run //bench:collectives -- --collective all_reduce -b 8 -e 64M -f 2
 //
+// Device-memory transports (nccl) run on device copies of the same data, one
+// GPU per rank (rank r, or local rank r, on GPU r % visible GPUs), and their
+// timed calls are queued back to back and waited for at the end, as
+// nccl-tests (and bench/peers/nccl_collectives) times NCCL:
+//   bazel-bin/bench/collectives --transport nccl --ranks 2 -b 8 -e 1G
+//
 // Under a launcher (tools/relayrun, mpirun, srun, torchrun: see
 // runtime/bootstrap/environment.h) each process is one rank instead, the
 // group is the job, and the transport defaults to the job's (RELAY_TRANSPORT)
@@ -38,6 +44,7 @@
 #include "bench/report.h"
 #include "relay.h"
 #include "runtime/bootstrap/environment.h"
+#include "testing/device_memory.h"
 #include "testing/reference.h"
 
 namespace relay {
@@ -68,6 +75,10 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      pin rank r's thread (under a launcher: process, by local
                      rank) to core r % cores; auto (default) pins when the
                      ranks on this host <= cores, as mpirun binds by default
+  --cuda-stream default|own
+                     device transports: pass no stream (the legacy default
+                     stream; default) or a stream of each rank's own, which
+                     the transport orders itself after with an event
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -90,6 +101,7 @@ struct Flags {
   absl::Duration timeout = absl::Seconds(120);
   std::string json;
   std::string bind = "auto";
+  bool own_stream = false;
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -158,6 +170,11 @@ Flags ParseFlags(int argc, char** argv) {
         BadFlag("--bind wants auto, core or none");
       }
       f.bind = v;
+    } else if (flag == "--cuda-stream") {
+      if (v != "default" && v != "own") {
+        BadFlag("--cuda-stream wants default or own");
+      }
+      f.own_stream = v == "own";
     } else if (flag == "--json") {
       f.json = v;
     } else {
@@ -300,6 +317,38 @@ Call MakeCall(CollectiveKind kind, const Flags& f, int rank, size_t count,
   return c;
 }
 
+// A transport that moves device memory only (nccl) gets device copies of a
+// call's host images, aliased the same way (in place stays in place).
+struct DeviceImages {
+  DeviceBytes send, recv;
+};
+
+absl::Status MoveToDevice(Call& c, DeviceImages& d) {
+  RELAY_ASSIGN_OR_RETURN(const int device, CurrentDevice());
+  RELAY_ASSIGN_OR_RETURN(d.send, DeviceBytes::Allocate(c.send.size()));
+  RELAY_ASSIGN_OR_RETURN(d.recv, DeviceBytes::Allocate(c.recv.size()));
+  RELAY_RETURN_IF_ERROR(d.send.CopyFrom(c.send.data(), c.send.size()));
+  RELAY_RETURN_IF_ERROR(d.recv.CopyFrom(c.recv.data(), c.recv.size()));
+  auto map = [&](const void* p) -> char* {
+    const char* q = static_cast<const char*>(p);
+    if (q >= c.send.data() && q <= c.send.data() + c.send.size()) {
+      return d.send.data() + (q - c.send.data());
+    }
+    return d.recv.data() + (q - c.recv.data());
+  };
+  c.send_view.data = map(c.send_view.data);
+  c.send_view.device = Device::Cuda(device);
+  c.recv_view.data = map(c.recv_view.data);
+  c.recv_view.device = Device::Cuda(device);
+  return absl::OkStatus();
+}
+
+// The results back into the host images (check_view points there).
+absl::Status CopyBack(Call& c, const DeviceImages& d) {
+  RELAY_RETURN_IF_ERROR(d.send.CopyTo(c.send.data(), c.send.size()));
+  return d.recv.CopyTo(c.recv.data(), c.recv.size());
+}
+
 int64_t CountWrong(CollectiveKind kind, const Flags& f, int rank, size_t count,
                    const Call& c) {
   if (kind == CollectiveKind::kBarrier) return 0;
@@ -324,30 +373,54 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
                     size_t count, bool in_place, double* time_us,
                     int64_t* wrong) {
   const int rank = comm.rank();
+  const TransportCapabilities caps = comm.capabilities();
+  const bool on_device = !caps.host_memory;
   Call call = MakeCall(kind, f, rank, count, in_place);
+  DeviceImages device;
+  if (on_device) RELAY_RETURN_IF_ERROR(MoveToDevice(call, device));
   CollectiveOptions options;
   options.algorithm = f.algorithm;
   options.timeout = f.timeout;
-  auto once = [&]() -> absl::Status {
-    RELAY_ASSIGN_OR_RETURN(
-        Request r, comm.Collective(kind, call.send_view, call.recv_view, f.op,
-                                   f.root, options));
-    return r.Wait();
+  DeviceStream stream;
+  if (on_device && f.own_stream) {
+    RELAY_ASSIGN_OR_RETURN(stream, DeviceStream::Create());
+    options.stream = stream.get();
+  }
+  auto start_one = [&]() -> absl::StatusOr<Request> {
+    return comm.Collective(kind, call.send_view, call.recv_view, f.op, f.root,
+                           options);
+  };
+  // `iters` calls. A stream-ordered transport queues them all and waits for
+  // the last (they complete in order), as nccl-tests times NCCL; a host
+  // transport waits for each before the next.
+  auto run = [&](int iters) -> absl::Status {
+    Request last;
+    for (int i = 0; i < iters; ++i) {
+      RELAY_ASSIGN_OR_RETURN(Request r, start_one());
+      if (caps.stream_ordered) {
+        last = std::move(r);
+      } else {
+        RELAY_RETURN_IF_ERROR(r.Wait());
+      }
+    }
+    return last.valid() ? last.Wait() : absl::OkStatus();
   };
   // The timed loop reruns the call on its own output: fine for timing; the
   // check runs once on fresh input afterwards.
-  for (int i = 0; i < f.warmup; ++i) RELAY_RETURN_IF_ERROR(once());
+  RELAY_RETURN_IF_ERROR(run(f.warmup));
   CollectiveOptions sync;  // The harness's own barrier: any algorithm.
   sync.timeout = f.timeout;
   RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(sync));
   RELAY_RETURN_IF_ERROR(b.Wait());
   const absl::Time start = absl::Now();
-  for (int i = 0; i < f.iters; ++i) RELAY_RETURN_IF_ERROR(once());
+  RELAY_RETURN_IF_ERROR(run(f.iters));
   *time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / f.iters;
   *wrong = -1;
   if (f.check) {
     call = MakeCall(kind, f, rank, count, in_place);
-    RELAY_RETURN_IF_ERROR(once());
+    if (on_device) RELAY_RETURN_IF_ERROR(MoveToDevice(call, device));
+    RELAY_RETURN_IF_ERROR(run(1));
+    if (on_device) RELAY_RETURN_IF_ERROR(CopyBack(call, device));
     *wrong = CountWrong(kind, f, rank, count, call);
   }
   return absl::OkStatus();
@@ -358,10 +431,23 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
 template <typename T>
 absl::StatusOr<T> SumOverRanks(Communicator& comm, T value) {
   std::vector<T> v = {value};
-  RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(v),
-                                                   Buffer::Of(v),
-                                                   ReduceOp::kSum));
+  if (comm.capabilities().host_memory) {
+    RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(v),
+                                                     Buffer::Of(v),
+                                                     ReduceOp::kSum));
+    RELAY_RETURN_IF_ERROR(r.Wait());
+    return v[0];
+  }
+  RELAY_ASSIGN_OR_RETURN(const int device, CurrentDevice());
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(sizeof(T)));
+  RELAY_RETURN_IF_ERROR(d.CopyFrom(v.data(), sizeof(T)));
+  T* p = reinterpret_cast<T*>(d.data());
+  RELAY_ASSIGN_OR_RETURN(
+      Request r, comm.AllReduce(ConstBuffer::Of(p, 1, Device::Cuda(device)),
+                                Buffer::Of(p, 1, Device::Cuda(device)),
+                                ReduceOp::kSum));
   RELAY_RETURN_IF_ERROR(r.Wait());
+  RELAY_RETURN_IF_ERROR(d.CopyTo(v.data(), sizeof(T)));
   return v[0];
 }
 
@@ -444,6 +530,9 @@ int RunLaunchedRank(const Flags& f, std::vector<bench::Reporter>& reporters,
     CPU_SET(f.local_rank % std::max(cores, 1), &set);
     sched_setaffinity(0, sizeof(set), &set);
   }
+  if (DeviceMemoryAvailable()) {
+    SetCurrentDevice(f.local_rank % VisibleDeviceCount()).IgnoreError();
+  }
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       CreateCommunicatorFromEnvironment({}, absl::Minutes(2), f.transport);
   absl::Status result = comm.ok() ? RunRank(**comm, f, reporters) : comm.status();
@@ -474,7 +563,8 @@ int Main(int argc, char** argv) {
     o.comments = {
         absl::StrCat("relay ", CollectiveName(kind), ": ", f.ranks,
                      " ranks, transport ", f.transport, ", algorithm ",
-                     AlgorithmName(f.algorithm), ", bind ", f.bind),
+                     AlgorithmName(f.algorithm), ", bind ", f.bind,
+                     f.own_stream ? ", own CUDA stream per rank" : ""),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
     reporters.emplace_back(o);
@@ -494,6 +584,11 @@ int Main(int argc, char** argv) {
         CPU_ZERO(&set);
         CPU_SET(r % std::max(cores, 1), &set);
         pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+      }
+      // One GPU per rank where there are GPUs (device transports use the
+      // thread's current device).
+      if (DeviceMemoryAvailable()) {
+        SetCurrentDevice(r % VisibleDeviceCount()).IgnoreError();
       }
       CommunicatorConfig config;
       config.rank = r;

@@ -85,7 +85,8 @@ struct CollectiveOptions {
   // Zero means the communicator's default timeout.
   absl::Duration timeout = absl::ZeroDuration();
   Algorithm algorithm = Algorithm::kAuto;
-  // CUDA stream for device buffers (cudaStream_t); null: the current stream.
+  // CUDA stream for device buffers (cudaStream_t); null: the legacy default
+  // stream. The operation is ordered after the work queued there.
   void* stream = nullptr;
 };
 

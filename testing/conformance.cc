@@ -261,6 +261,38 @@ std::vector<ConformanceCase> ConformanceCasesForSize(int size) {
   return CasesForSizes(sizes);
 }
 
+std::vector<ConformanceCase> NativeConformanceCases(int size) {
+  std::vector<ConformanceCase> cases;
+  auto add = [&](ConformanceCase c) {
+    cases.push_back(c);
+    if (HasInPlaceForm(c.kind)) {
+      c.in_place = true;
+      cases.push_back(c);
+    }
+  };
+  const size_t counts[] = {0, 1, static_cast<size_t>(size) * 37 + 3,
+                           (size_t{1} << 20) + 3};
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (size_t count : counts) {
+      if (kind == CollectiveKind::kBarrier && count > 0) continue;
+      for (int root : RootsFor(kind, size)) {
+        add({kind, Algorithm::kNative, size, count, DataType::kFloat32,
+             ReduceOp::kSum, root, false});
+      }
+    }
+  }
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce,
+                              CollectiveKind::kReduceScatter,
+                              CollectiveKind::kReduce}) {
+    for (DataType dtype : AllDataTypes()) {
+      for (ReduceOp op : AllReduceOps()) {
+        add({kind, Algorithm::kNative, size, 53, dtype, op, size - 1, false});
+      }
+    }
+  }
+  return cases;
+}
+
 namespace {
 
 std::vector<std::vector<double>> AllInputs(const ConformanceCase& c) {

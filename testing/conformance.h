@@ -58,6 +58,12 @@ std::vector<ConformanceCase> ConformanceCases(int max_size);
 // one of the standard sizes (process transports run each size as a job).
 std::vector<ConformanceCase> ConformanceCasesForSize(int size);
 
+// The matrix for a transport's native collectives (algorithm kNative), for
+// transports whose collectives are all native (NCCL): every collective with
+// counts 0, 1, one not divisible by `size` and one over a million, every
+// root, in place and out of place; every dtype and op for the reductions.
+std::vector<ConformanceCase> NativeConformanceCases(int size);
+
 // Runs one case on `c.size` ranks as threads; OK or an error naming the
 // rank and the first mismatching elements.
 absl::Status RunConformanceCase(const ConformanceCase& c,

@@ -100,15 +100,14 @@ int Main(int argc, char** argv) {
   const int rank = env->rank;
   std::vector<ConformanceCase> cases;
   const TransportCapabilities caps = (*comm)->capabilities();
-  for (const ConformanceCase& c : ConformanceCasesForSize(env->size)) {
+  // relay's own algorithms run on host memory only: a device-memory
+  // transport runs the matrix of its native collectives.
+  const std::vector<ConformanceCase> matrix =
+      caps.host_memory ? ConformanceCasesForSize(env->size)
+                       : NativeConformanceCases(env->size);
+  for (const ConformanceCase& c : matrix) {
     // Direct algorithms need ranks that share an address space.
     if (c.algorithm == Algorithm::kDirect && !caps.shared_address_space) {
-      continue;
-    }
-    // relay's own algorithms run on host memory only: a device-memory
-    // transport runs the cases of its native collectives.
-    if (!caps.host_memory && c.algorithm != Algorithm::kAuto &&
-        c.algorithm != Algorithm::kNative) {
       continue;
     }
     if (quick && c.count > (size_t{1} << 20)) continue;

@@ -43,6 +43,22 @@ absl::Status SetCurrentDevice(int device) {
   return Cuda(cudaSetDevice(device), "cudaSetDevice");
 }
 
+absl::StatusOr<DeviceStream> DeviceStream::Create() {
+  cudaStream_t s = nullptr;
+  if (absl::Status st = Cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                             "cudaStreamCreateWithFlags");
+      !st.ok()) {
+    return st;
+  }
+  DeviceStream out;
+  out.stream_ = s;
+  return out;
+}
+
+DeviceStream::~DeviceStream() {
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+
 absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t bytes) {
   DeviceBytes d;
   absl::StatusOr<int> device = CurrentDevice();
@@ -68,8 +84,15 @@ absl::Status DeviceBytes::CopyFrom(const void* host, size_t bytes,
     return absl::OutOfRangeError("DeviceBytes::CopyFrom past the end");
   }
   if (bytes == 0) return absl::OkStatus();
-  return Cuda(cudaMemcpy(data_ + offset, host, bytes, cudaMemcpyHostToDevice),
-              "cudaMemcpy (host to device)");
+  if (absl::Status s = Cuda(cudaMemcpy(data_ + offset, host, bytes,
+                                       cudaMemcpyHostToDevice),
+                            "cudaMemcpy (host to device)");
+      !s.ok()) {
+    return s;
+  }
+  // From pageable memory cudaMemcpy may return before the DMA lands; work
+  // on a non-blocking stream would not wait for it.
+  return Cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
 }
 
 absl::Status DeviceBytes::CopyTo(void* host, size_t bytes,
@@ -94,6 +117,8 @@ int VisibleDeviceCount() { return 0; }
 bool DeviceMemoryAvailable() { return false; }
 absl::StatusOr<int> CurrentDevice() { return NoCuda(); }
 absl::Status SetCurrentDevice(int) { return NoCuda(); }
+absl::StatusOr<DeviceStream> DeviceStream::Create() { return NoCuda(); }
+DeviceStream::~DeviceStream() = default;
 absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t) { return NoCuda(); }
 DeviceBytes::~DeviceBytes() = default;
 absl::Status DeviceBytes::CopyFrom(const void*, size_t, size_t) { return NoCuda(); }

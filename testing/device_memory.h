@@ -15,6 +15,7 @@
 #define RELAY_TESTING_DEVICE_MEMORY_H_
 
 #include <cstddef>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -29,6 +30,26 @@ int VisibleDeviceCount();
 absl::StatusOr<int> CurrentDevice();
 // cudaSetDevice for the calling thread.
 absl::Status SetCurrentDevice(int device);
+
+// A CUDA stream of the current device (cudaStreamNonBlocking), destroyed
+// with the object; get() is its cudaStream_t as void*.
+class DeviceStream {
+ public:
+  static absl::StatusOr<DeviceStream> Create();
+  DeviceStream() = default;
+  DeviceStream(DeviceStream&& other) noexcept : stream_(other.stream_) {
+    other.stream_ = nullptr;
+  }
+  DeviceStream& operator=(DeviceStream&& other) noexcept {
+    std::swap(stream_, other.stream_);
+    return *this;
+  }
+  ~DeviceStream();
+  void* get() const { return stream_; }
+
+ private:
+  void* stream_ = nullptr;
+};
 
 class DeviceBytes {
  public:

@@ -4,20 +4,26 @@
 # Builds relay's GPU binaries on a build host (CUDA toolkit needed, no GPU)
 # into one folder that can be copied to a GPU host and run there with no
 # Bazel: Abseil, GoogleTest and the CUDA runtime are linked statically; the
-# GPU host needs only its driver (and NCCL, for the NCCL binaries). Built
+# GPU host needs only its driver, NCCL and Python 3 (for relayrun). Built
 # with --define=relay_ucx=off, since GPU hosts need not have UCX's shared
 # libraries.
 #
 # Usage: bench/gpu/build.sh [OUT_DIR]     (default gpu_bin/, git-ignored)
-# Then, on the GPU host:
-#   gpu_bin/device_reduce_test            # kernels vs host, bit for bit
-#   gpu_bin/device_reduce -b 1M -e 1G     # kernel vs device copy bandwidth
-#   NCCL_NVLS_ENABLE=0 gpu_bin/nccl_collectives -b 8 -e 1G --collective all
-#                                         # raw NCCL, every visible GPU
+# Then, on the GPU host (see bench/gpu/run_checks.sh and compare_nccl.sh,
+# which the folder also holds):
+#   gpu_bin/run_checks.sh OUT             # GPU tests and conformance
+#   gpu_bin/compare_nccl.sh OUT           # relay's NCCL transport vs raw NCCL
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
-targets=(//bench:device_reduce //collectives:device_reduce_test //bench/peers:nccl_collectives)
+targets=(
+  //bench:collectives
+  //bench:device_reduce
+  //bench/peers:nccl_collectives
+  //collectives:device_reduce_test
+  //testing:conformance_rank
+  //transports/nccl:nccl_transport_test
+)
 bazel build --define=relay_ucx=off "${targets[@]}" >&2
 mkdir -p "$out"
 for t in "${targets[@]}"; do
@@ -25,4 +31,6 @@ for t in "${targets[@]}"; do
   cp -f "$path" "$out/"
   chmod u+w "$out/$(basename "$path")"
 done
+cp -f tools/relayrun bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
+  bench/gpu/compare_nccl.py bench/plot_busbw.py "$out/"
 echo "built into $out/: $(ls "$out" | tr '\n' ' ')"

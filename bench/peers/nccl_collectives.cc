@@ -24,6 +24,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -41,6 +44,10 @@ constexpr char kUsage[] = R"(usage: nccl_collectives [flags]
   -n ITERS -w WARMUP          timed and warm-up iterations per size (20, 5)
   -c 0|1                      check float32 results (default 1)
   -g GPUS                     GPUs to drive (default: every visible one)
+  -t 0|1                      1: one thread per GPU, each issuing its own
+                              calls (relay's bench/collectives with ranks as
+                              threads does the same); 0: one thread, group
+                              calls, like nccl-tests -g (default 0)
   --collective NAME           all_reduce, all_gather, reduce_scatter,
                               broadcast, reduce, or all (default all_reduce)
   --dtype float32|bfloat16|float16|float64|int32   (default float32)
@@ -79,6 +86,7 @@ struct Flags {
   double factor = 2;
   int iters = 20, warmup = 5, gpus = 0;
   bool check = true;
+  bool threads = false;
   std::vector<std::string> collectives = {"all_reduce"};
   ncclDataType_t dtype = ncclFloat32;
   std::string dtype_name = "float";
@@ -117,6 +125,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.check = integer(0) != 0;
     } else if (flag == "-g") {
       f.gpus = integer(1);
+    } else if (flag == "-t") {
+      f.threads = integer(0) != 0;
     } else if (flag == "--collective") {
       if (v == "all") {
         f.collectives = {"all_reduce", "all_gather", "reduce_scatter",
@@ -166,34 +176,91 @@ bool WholeArray(const std::string& c) {
   return c == "all_gather" || c == "reduce_scatter";
 }
 
+// Issues GPU r's part of one collective.
+void IssueOne(const std::string& c, Gpu& g, int r, size_t count, bool in_place,
+              const Flags& f) {
+  char* recv = g.recv;
+  char* send = g.send;
+  if (c == "all_reduce") {
+    if (in_place) send = recv;
+    CHECK_NCCL(ncclAllReduce(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
+  } else if (c == "broadcast") {
+    if (in_place) send = recv;
+    CHECK_NCCL(ncclBroadcast(send, recv, count, f.dtype, 0, g.comm, g.stream));
+  } else if (c == "reduce") {
+    if (in_place) send = recv;
+    CHECK_NCCL(ncclReduce(send, recv, count, f.dtype, ncclSum, 0, g.comm, g.stream));
+  } else if (c == "all_gather") {
+    // count: per-GPU elements; in place, this GPU's block of recv.
+    if (in_place) send = recv + r * count * f.esize;
+    CHECK_NCCL(ncclAllGather(send, recv, count, f.dtype, g.comm, g.stream));
+  } else {  // reduce_scatter
+    if (in_place) recv = send + r * count * f.esize;
+    CHECK_NCCL(ncclReduceScatter(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
+  }
+}
+
 // Issues one collective on every GPU inside one NCCL group.
 void Issue(const std::string& c, std::vector<Gpu>& gpus, size_t count,
            bool in_place, const Flags& f) {
   const int n = static_cast<int>(gpus.size());
   CHECK_NCCL(ncclGroupStart());
-  for (int r = 0; r < n; ++r) {
-    Gpu& g = gpus[r];
-    char* recv = g.recv;
-    char* send = g.send;
-    if (c == "all_reduce") {
-      if (in_place) send = recv;
-      CHECK_NCCL(ncclAllReduce(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
-    } else if (c == "broadcast") {
-      if (in_place) send = recv;
-      CHECK_NCCL(ncclBroadcast(send, recv, count, f.dtype, 0, g.comm, g.stream));
-    } else if (c == "reduce") {
-      if (in_place) send = recv;
-      CHECK_NCCL(ncclReduce(send, recv, count, f.dtype, ncclSum, 0, g.comm, g.stream));
-    } else if (c == "all_gather") {
-      // count: per-GPU elements; in place, this GPU's block of recv.
-      if (in_place) send = recv + r * count * f.esize;
-      CHECK_NCCL(ncclAllGather(send, recv, count, f.dtype, g.comm, g.stream));
-    } else {  // reduce_scatter
-      if (in_place) recv = send + r * count * f.esize;
-      CHECK_NCCL(ncclReduceScatter(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
-    }
-  }
+  for (int r = 0; r < n; ++r) IssueOne(c, gpus[r], r, count, in_place, f);
   CHECK_NCCL(ncclGroupEnd());
+}
+
+// A reusable barrier for the per-GPU threads (-t 1).
+class ThreadBarrier {
+ public:
+  explicit ThreadBarrier(int n) : n_(n) {}
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int generation = generation_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation != generation_; });
+  }
+
+ private:
+  const int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0, generation_ = 0;
+};
+
+// -t 1: each GPU's thread warms up, meets the others, times ITERS calls on
+// its own stream; the row's time is the mean over threads (as relay's
+// bench/collectives averages over ranks).
+double TimeThreaded(const std::string& c, std::vector<Gpu>& gpus, size_t count,
+                    bool in_place, const Flags& f) {
+  const int n = static_cast<int>(gpus.size());
+  ThreadBarrier barrier(n);
+  std::vector<double> us(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Gpu& g = gpus[r];
+      CHECK_CUDA(cudaSetDevice(g.device));
+      for (int i = 0; i < f.warmup; ++i) IssueOne(c, g, r, count, in_place, f);
+      CHECK_CUDA(cudaStreamSynchronize(g.stream));
+      barrier.Wait();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < f.iters; ++i) IssueOne(c, g, r, count, in_place, f);
+      CHECK_CUDA(cudaStreamSynchronize(g.stream));
+      us[r] = std::chrono::duration<double, std::micro>(
+                  std::chrono::steady_clock::now() - start)
+                  .count() /
+              f.iters;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  double total = 0;
+  for (double u : us) total += u;
+  return total / n;
 }
 
 void SyncAll(std::vector<Gpu>& gpus) {
@@ -296,7 +363,8 @@ int Main(int argc, char** argv) {
     opts.comments = {absl::StrCat("raw NCCL ", version / 10000, ".",
                                   (version / 100) % 100, ".", version % 100,
                                   " ", c, ": ", n, " GPUs, one process, ",
-                                  "group calls"),
+                                  f.threads ? "one thread per GPU"
+                                            : "group calls"),
                      absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes,
                                   " -f ", f.factor, " -n ", f.iters, " -w ",
                                   f.warmup, " -c ", f.check ? 1 : 0)};
@@ -312,15 +380,20 @@ int Main(int argc, char** argv) {
       row.redop = (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? "sum" : "none";
       row.root = (c == "broadcast" || c == "reduce") ? 0 : -1;
       for (bool in_place : {false, true}) {
-        for (int i = 0; i < f.warmup; ++i) Issue(c, gpus, count, in_place, f);
-        SyncAll(gpus);
-        const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < f.iters; ++i) Issue(c, gpus, count, in_place, f);
-        SyncAll(gpus);
-        const double us = std::chrono::duration<double, std::micro>(
-                              std::chrono::steady_clock::now() - start)
-                              .count() /
-                          f.iters;
+        double us = 0;
+        if (f.threads) {
+          us = TimeThreaded(c, gpus, count, in_place, f);
+        } else {
+          for (int i = 0; i < f.warmup; ++i) Issue(c, gpus, count, in_place, f);
+          SyncAll(gpus);
+          const auto start = std::chrono::steady_clock::now();
+          for (int i = 0; i < f.iters; ++i) Issue(c, gpus, count, in_place, f);
+          SyncAll(gpus);
+          us = std::chrono::duration<double, std::micro>(
+                   std::chrono::steady_clock::now() - start)
+                   .count() /
+               f.iters;
+        }
         int64_t wrong = -1;
         if (f.check && f.dtype == ncclFloat32) {
           wrong = CheckRow(c, gpus, count, in_place, f);

@@ -405,12 +405,19 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       queued = absl::FailedPreconditionError(absl::StrCat(
           "nccl: the communicator was aborted: ", c.AbortReason().message()));
     } else {
-      queued = CudaStatus(
-          cudaEventRecord(ready, static_cast<cudaStream_t>(user_stream)),
-          "cudaEventRecord (caller's stream)");
-      if (queued.ok()) {
-        queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
-                            "cudaStreamWaitEvent");
+      // The legacy default stream needs no event: the transport's stream
+      // is a blocking stream, which the GPU orders with it implicitly. An
+      // event wait per operation costs the GPU ~10 us between kernels
+      // (bench/results/2026-11-22-nccl-transport-2xh200.md).
+      const bool legacy = user_stream == nullptr || user_stream == cudaStreamLegacy;
+      if (!legacy) {
+        queued = CudaStatus(
+            cudaEventRecord(ready, static_cast<cudaStream_t>(user_stream)),
+            "cudaEventRecord (caller's stream)");
+        if (queued.ok()) {
+          queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
+                              "cudaStreamWaitEvent");
+        }
       }
       if (queued.ok()) queued = enqueue();
       if (queued.ok()) {
@@ -641,8 +648,11 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
     }
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
+  // Blocking (not cudaStreamNonBlocking): work on the legacy default stream
+  // and on this stream are ordered by the GPU, so a caller that passes no
+  // stream needs no event per operation.
   RELAY_RETURN_IF_ERROR(CudaStatus(
-      cudaStreamCreateWithFlags(&core->stream, cudaStreamNonBlocking),
+      cudaStreamCreateWithFlags(&core->stream, cudaStreamDefault),
       "cudaStreamCreateWithFlags"));
   RELAY_RETURN_IF_ERROR(CudaStatus(
       cudaMalloc(reinterpret_cast<void**>(&core->barrier_scratch),

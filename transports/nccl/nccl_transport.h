@@ -17,9 +17,11 @@
 //     be one batch (two separate calls on each side can deadlock, as with
 //     NCCL itself).
 //   * Stream order: an operation waits, on the GPU, for the work queued on
-//     the caller's stream (CollectiveOptions::stream; null: the legacy default
-//     stream) before it runs on the transport's own stream; its request
-//     completes when the GPU work has finished. Request::Wait polls for that
+//     the caller's stream (CollectiveOptions::stream) before it runs on the
+//     transport's own stream (an event recorded there, waited on here); its
+//     request completes when the GPU work has finished. A null stream means
+//     the legacy default stream, which the transport's stream (a blocking
+//     one) is ordered with by CUDA itself, with no event. Request::Wait polls for that
 //     (it spins, like cudaStreamSynchronize); Request::StreamWait(s) makes
 //     stream s wait instead, and the host never blocks.
 //   * A watchdog thread per communicator: it completes requests (so OnDone

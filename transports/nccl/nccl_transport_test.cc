@@ -56,13 +56,10 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
       << comm.status();
 }
 
-// Every case of the conformance matrix that NCCL's native collectives run
-// (algorithm auto), on `n` GPUs driven by one thread each, one group.
+// The conformance matrix of native collectives on `n` GPUs driven by one
+// thread each, one group for every case.
 void RunConformance(int n) {
-  std::vector<ConformanceCase> cases;
-  for (const ConformanceCase& c : ConformanceCasesForSize(n)) {
-    if (c.algorithm == Algorithm::kAuto) cases.push_back(c);
-  }
+  const std::vector<ConformanceCase> cases = NativeConformanceCases(n);
   ASSERT_FALSE(cases.empty());
   std::vector<Arrivals> arrivals(cases.size());
   std::atomic<int> failures{0};

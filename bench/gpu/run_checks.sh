@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# File: bench/gpu/run_checks.sh
+#
+# The GPU correctness checks, on a GPU host, from the folder bench/gpu/build.sh
+# filled: the device kernels against the host ones, the NCCL transport's
+# tests with one process for every GPU (threads), and the conformance suite
+# over NCCL with one process per GPU under relayrun, for 2 GPUs and for all
+# of them. Logs go to OUT_DIR; the last line says how many checks failed.
+#
+# Usage: run_checks.sh OUT_DIR
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: run_checks.sh OUT_DIR}"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+gpus=$(nvidia-smi -L | wc -l)
+failed=0
+check() {  # name, command...
+  local name="$1"; shift
+  local start=$SECONDS
+  if "$@" >"$out/$name.log" 2>&1; then
+    echo "PASS $name ($((SECONDS - start)) s)"
+  else
+    echo "FAIL $name ($((SECONDS - start)) s): tail of $out/$name.log:"
+    tail -n 15 "$out/$name.log"
+    failed=$((failed + 1))
+  fi
+}
+check device_reduce_test "$here/device_reduce_test"
+check nccl_transport_test "$here/nccl_transport_test"
+for n in 2 "$gpus"; do
+  [ "$n" -ge 2 ] && [ "$n" -le "$gpus" ] || continue
+  check "conformance_processes_$n" python3 "$here/relayrun" -n "$n" \
+    --transport nccl --timeout 600 -- "$here/conformance_rank" --timeout 60
+  [ "$n" = "$gpus" ] && break
+done
+echo "$gpus GPUs: $failed failed"
+exit $((failed > 0))
