@@ -74,7 +74,8 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
   --bind auto|core|none
                      pin rank r's thread (under a launcher: process, by local
                      rank) to core r % cores; auto (default) pins when the
-                     ranks on this host <= cores, as mpirun binds by default
+                     ranks on this host <= cores, as mpirun binds by default,
+                     except over nccl (NCCL's threads would inherit the pin)
   --cuda-stream default|own
                      device transports: pass no stream (the legacy default
                      stream; default) or a stream of each rank's own, which
@@ -90,7 +91,14 @@ struct Flags {
   double factor = 2;
   int iters = 20, warmup = 5, ranks = 4, root = 0;
   bool ranks_given = false, transport_given = false;
-  bool launched = false;  // This process is one rank of a launched job.
+  bool launched = false;  // --bind auto pins ranks, except over nccl: NCCL's proxy and helper threads
+// inherit the CPU mask of the thread that creates the communicator, and
+// pinned to the rank's one core they added ~10 us to every call on 2 H200s
+// (bench/results/2026-11-22-nccl-transport-2xh200.md). Unpinned, NCCL
+// places its threads near the GPU itself.
+bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
+
+// This process is one rank of a launched job.
   int local_rank = 0, local_size = 0;
   bool check = true;
   std::string transport = "loopback";
@@ -520,11 +528,18 @@ int Finish(const Flags& f, const std::vector<bench::Reporter>& reporters,
   return exit_code;
 }
 
+// --bind auto pins ranks, except over nccl: NCCL's proxy and helper threads
+// inherit the CPU mask of the thread that creates the communicator, and
+// pinned to the rank's one core they added ~10 us to every call on 2 H200s
+// (bench/results/2026-11-22-nccl-transport-2xh200.md). Unpinned, NCCL
+// places its threads near the GPU itself.
+bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
+
 // This process is one rank of a launched job.
 int RunLaunchedRank(const Flags& f, std::vector<bench::Reporter>& reporters,
                     int cores) {
   if (f.bind == "core" ||
-      (f.bind == "auto" && cores > 0 && f.local_size <= cores)) {
+      (f.bind == "auto" && AutoBinds(f) && cores > 0 && f.local_size <= cores)) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(f.local_rank % std::max(cores, 1), &set);
@@ -572,8 +587,8 @@ int Main(int argc, char** argv) {
 
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (f.launched) return RunLaunchedRank(f, reporters, cores);
-  const bool bind =
-      f.bind == "core" || (f.bind == "auto" && cores > 0 && f.ranks <= cores);
+  const bool bind = f.bind == "core" || (f.bind == "auto" && AutoBinds(f) &&
+                                         cores > 0 && f.ranks <= cores);
   auto store = std::make_shared<InMemoryStore>();
   std::vector<absl::Status> results(f.ranks);
   std::vector<std::thread> threads;

@@ -19,6 +19,7 @@ out="${1:-gpu_bin}"
 targets=(
   //bench:collectives
   //bench:device_reduce
+  //bench:issue_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
   //testing:conformance_rank

@@ -11,6 +11,8 @@
 #
 # Usage: compare_nccl.sh OUT_DIR [MAX_SIZE] [ROUNDS] [COLLECTIVES]
 #   defaults: 1G, 2, "all_reduce all_gather reduce_scatter"
+# STREAMS="default own" (the default) runs relay both ways; STREAMS=default
+# runs only the no-stream variant.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: compare_nccl.sh OUT_DIR [MAX_SIZE] [ROUNDS] [COLLECTIVES]}"
@@ -33,7 +35,7 @@ for c in $collectives; do
     echo "== $c round $round: raw NCCL" >&2
     "$here/nccl_collectives" "${sweep[@]}" -c "$check" -t 1 --collective "$c" \
       --json "$out/raw_${c}_$round.json" >"$out/raw_${c}_$round.txt"
-    for stream in default own; do
+    for stream in ${STREAMS:-default own}; do
       variant=relay; [ "$stream" = own ] && variant=relay-own-stream
       echo "== $c round $round: $variant" >&2
       "$here/collectives" "${sweep[@]}" -c "$check" --transport nccl --ranks "$gpus" \
@@ -41,7 +43,9 @@ for c in $collectives; do
         --json "$out/${variant}_${c}_$round.json" >"$out/${variant}_${c}_$round.txt"
     done
   done
-  python3 "$here/compare_nccl.py" "$c" "$out" "$rounds" relay relay-own-stream \
+  variants=relay
+  [[ " ${STREAMS:-default own} " == *" own "* ]] && variants="relay relay-own-stream"
+  python3 "$here/compare_nccl.py" "$c" "$out" "$rounds" $variants \
     | tee "$out/ratio_$c.md"
 done
 python3 "$here/plot_busbw.py" "$out" "$out/busbw.svg" $collectives
