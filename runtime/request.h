@@ -15,10 +15,28 @@
 //
 // Host wait versus stream wait (device memory, with the CUDA transports):
 //   Wait() blocks the calling host thread until the operation has finished,
-//   GPU work included. StreamWait(stream) returns at once and makes `stream`
-//   wait, on the GPU, for the operation: later kernels on that stream see the
-//   result, and the host never blocks. Host-memory operations do not support
-//   StreamWait (Unimplemented); wait on the host instead.
+//   GPU work included (it polls, like cudaStreamSynchronize spins). Use it
+//   when the host needs the result: to copy it out, to free the buffer.
+//   StreamWait(stream) returns at once and makes `stream` wait, on the GPU,
+//   for the operation: later kernels on that stream see the result, and the
+//   host never blocks. This is the difference between "the request is done"
+//   and "the stream is synchronized": a device operation's output is not
+//   ready for a kernel on another stream until that stream waits for it,
+//   and a cudaDeviceSynchronize is never needed. Test() never blocks.
+//   Host-memory operations do not support StreamWait (Unimplemented): wait
+//   on the host instead.
+//
+//   Overlapping compute and communication on two streams (the gradients of
+//   layer k are reduced while layer k-1's backward pass runs):
+//     CollectiveOptions on_compute;
+//     on_compute.stream = compute;                  // waits for layer k's grads
+//     RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(grads_k, grads_k,
+//                                                      ReduceOp::kAvg, on_compute));
+//     LaunchBackward(layer_k_minus_1, compute);    // runs while r is in flight
+//     RELAY_RETURN_IF_ERROR(r.StreamWait(optimizer));  // no host block
+//     LaunchOptimizerStep(grads_k, optimizer);     // sees the reduced grads
+//   (transports/nccl/nccl_transport_test.cc, StreamWaitOrdersWithoutHost-
+//   Blocking, runs this pattern and checks the values.)
 //
 // Lifetime and ownership. Request is a small movable handle sharing one
 // RequestState with the transport or algorithm that completes it; dropping the
