@@ -45,137 +45,58 @@ struct Held {
   }
 };
 
-class FaultInjectingTransport final : public Transport {
- public:
-  FaultInjectingTransport(std::unique_ptr<Transport> inner, FaultPlan plan,
-                          std::shared_ptr<FaultStats> stats)
-      : inner_(std::move(inner)),
-        plan_(plan),
-        stats_(std::move(stats)),
-        rank_(inner_->rank()),
-        random_(plan.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank_)),
-        name_(absl::StrCat("faulty-", inner_->name())) {
-    releaser_ = std::thread([this] { ReleaseLoop(); });
-  }
+// Everything the releaser thread touches. Shared by the transport and the
+// thread: the last reference to the transport may be dropped by a
+// completion callback running on the releaser thread itself, which then
+// cannot join itself, so it detaches and the state outlives the transport.
+struct FaultState {
+  FaultState(std::shared_ptr<Transport> inner_transport, FaultPlan fault_plan,
+             std::shared_ptr<FaultStats> fault_stats)
+      : inner(std::move(inner_transport)),
+        plan(fault_plan),
+        stats(std::move(fault_stats)),
+        rank(inner->rank()),
+        random(fault_plan.seed * 0x9E3779B97F4A7C15ull +
+               static_cast<uint64_t>(rank)) {}
 
-  ~FaultInjectingTransport() override {
-    Abort(absl::CancelledError("fault-injecting transport destroyed"));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    releaser_.join();
-  }
+  const std::shared_ptr<Transport> inner;
+  const FaultPlan plan;
+  const std::shared_ptr<FaultStats> stats;
+  const int rank;
 
-  absl::string_view name() const override { return name_; }
-  int rank() const override { return rank_; }
-  int size() const override { return inner_->size(); }
-  TransportCapabilities capabilities() const override {
-    TransportCapabilities caps = inner_->capabilities();
-    caps.fused_recv_reduce = false;
-    caps.shared_address_space = false;
-    caps.native_collectives = false;
-    return caps;
-  }
-
-  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
-                                absl::Time deadline) override {
-    return Hold({PeerOp::Kind::kSend, peer, tag,
-                 Buffer{const_cast<void*>(data.data), data.count, data.dtype,
-                        data.device}},
-                deadline);
-  }
-  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
-                                absl::Time deadline) override {
-    return Hold({PeerOp::Kind::kRecv, peer, tag, data}, deadline);
-  }
-  bool Progress() override { return inner_->Progress(); }
-
-  void Abort(absl::Status reason) override {
-    std::vector<std::shared_ptr<ProxyState>> failing;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (aborted_.ok()) aborted_ = reason;
-      while (!held_.empty()) {
-        failing.push_back(held_.top().proxy);
-        held_.pop();
-      }
-      failing.insert(failing.end(), stalled_.begin(), stalled_.end());
-      stalled_.clear();
-    }
-    inner_->Abort(reason);
-    for (const std::shared_ptr<ProxyState>& p : failing) p->Complete(reason);
-  }
-
- private:
-  absl::StatusOr<Request> Hold(PeerOp op, absl::Time deadline) {
-    auto proxy = std::make_shared<ProxyState>(deadline, inner_);
-    bool kill = false;
-    int64_t index = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!aborted_.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "transport aborted: ", aborted_.message()));
-      }
-      index = ops_++;
-      const bool failing = plan_.failure != FaultPlan::Failure::kNone &&
-                           rank_ == plan_.fail_rank && index >= plan_.fail_at_op;
-      if (failing && plan_.failure == FaultPlan::Failure::kStall) {
-        // Never posted: the request completes only when aborted.
-        stalled_.push_back(proxy);
-        return Request(std::move(proxy));
-      }
-      kill = failing;
-      if (!kill) {
-        absl::Duration delay;
-        if (std::bernoulli_distribution(plan_.delay_probability)(random_)) {
-          const int64_t max_ns =
-              std::max<int64_t>(0, absl::ToInt64Nanoseconds(plan_.max_delay));
-          delay = absl::Nanoseconds(
-              std::uniform_int_distribution<int64_t>(0, max_ns)(random_));
-        }
-        absl::Time release = FastNow() + delay;
-        // Never ahead of an earlier operation on the same (peer, tag,
-        // direction): the non-overtaking rule.
-        absl::Time& last = last_release_[std::make_tuple(op.peer, op.tag, op.kind)];
-        if (release < last) release = last;
-        last = release;
-        held_.push({release, next_order_++, op, deadline, proxy});
-      }
-    }
-    if (kill) {
-      const absl::Status killed = absl::UnavailableError(absl::StrCat(
-          "rank ", rank_, " was killed by fault injection at its operation ",
-          index, " (", plan_.ToString(), ")"));
-      Abort(killed);
-      return killed;
-    }
-    cv_.notify_one();
-    return Request(std::move(proxy));
-  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::mt19937_64 random;                                // Guarded by mu.
+  std::priority_queue<Held> held;                        // Guarded by mu.
+  std::map<std::tuple<int, Tag, PeerOp::Kind>, absl::Time> last_release;
+  std::vector<std::shared_ptr<ProxyState>> stalled;      // Guarded by mu.
+  int64_t ops = 0;                                       // Guarded by mu.
+  uint64_t next_order = 0;                               // Guarded by mu.
+  uint64_t max_released_order = 0;                       // Guarded by mu.
+  bool released_any = false;                             // Guarded by mu.
+  absl::Status aborted;                                  // Guarded by mu.
+  bool stopping = false;                                 // Guarded by mu.
 
   void ReleaseLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stopping_) {
-      if (held_.empty()) {
-        cv_.wait(lock);
+    std::unique_lock<std::mutex> lock(mu);
+    while (!stopping) {
+      if (held.empty()) {
+        cv.wait(lock);
         continue;
       }
       const absl::Time now = FastNow();
-      if (held_.top().release > now) {
-        cv_.wait_for(lock, absl::ToChronoNanoseconds(held_.top().release - now));
+      if (held.top().release > now) {
+        cv.wait_for(lock, absl::ToChronoNanoseconds(held.top().release - now));
         continue;
       }
-      Held h = held_.top();
-      held_.pop();
-      stats_->released.fetch_add(1, std::memory_order_relaxed);
-      if (released_any_ && h.order < max_released_order_) {
-        stats_->overtaken.fetch_add(1, std::memory_order_relaxed);
+      Held h = held.top();
+      held.pop();
+      stats->released.fetch_add(1, std::memory_order_relaxed);
+      if (released_any && h.order < max_released_order) {
+        stats->overtaken.fetch_add(1, std::memory_order_relaxed);
       }
-      released_any_ = true;
-      max_released_order_ = std::max(max_released_order_, h.order);
+      released_any = true;
+      max_released_order = std::max(max_released_order, h.order);
       lock.unlock();
       Post(h);
       lock.lock();
@@ -187,8 +108,8 @@ class FaultInjectingTransport final : public Transport {
   void Post(const Held& h) {
     absl::StatusOr<Request> r =
         h.op.kind == PeerOp::Kind::kSend
-            ? inner_->Isend(h.op.peer, h.op.tag, h.op.data, h.deadline)
-            : inner_->Irecv(h.op.peer, h.op.tag, h.op.data, h.deadline);
+            ? inner->Isend(h.op.peer, h.op.tag, h.op.data, h.deadline)
+            : inner->Irecv(h.op.peer, h.op.tag, h.op.data, h.deadline);
     if (!r.ok()) {
       h.proxy->Complete(r.status());
       return;
@@ -196,24 +117,122 @@ class FaultInjectingTransport final : public Transport {
     r->OnDone([proxy = h.proxy](absl::Status s) { proxy->Complete(std::move(s)); });
   }
 
-  const std::shared_ptr<Transport> inner_;
-  const FaultPlan plan_;
-  const std::shared_ptr<FaultStats> stats_;
-  const int rank_;
-  std::mt19937_64 random_;  // Guarded by mu_.
-  const std::string name_;
+  void Abort(absl::Status reason) {
+    std::vector<std::shared_ptr<ProxyState>> failing;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (aborted.ok()) aborted = reason;
+      while (!held.empty()) {
+        failing.push_back(held.top().proxy);
+        held.pop();
+      }
+      failing.insert(failing.end(), stalled.begin(), stalled.end());
+      stalled.clear();
+    }
+    inner->Abort(reason);
+    for (const std::shared_ptr<ProxyState>& p : failing) p->Complete(reason);
+  }
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Held> held_;                      // Guarded by mu_.
-  std::map<std::tuple<int, Tag, PeerOp::Kind>, absl::Time> last_release_;
-  std::vector<std::shared_ptr<ProxyState>> stalled_;    // Guarded by mu_.
-  int64_t ops_ = 0;                                     // Guarded by mu_.
-  uint64_t next_order_ = 0;                             // Guarded by mu_.
-  uint64_t max_released_order_ = 0;                     // Guarded by mu_.
-  bool released_any_ = false;                           // Guarded by mu_.
-  absl::Status aborted_;                                // Guarded by mu_.
-  bool stopping_ = false;                               // Guarded by mu_.
+  absl::StatusOr<Request> Hold(PeerOp op, absl::Time deadline) {
+    auto proxy = std::make_shared<ProxyState>(deadline, inner);
+    bool kill = false;
+    int64_t index = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!aborted.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("transport aborted: ", aborted.message()));
+      }
+      index = ops++;
+      const bool failing = plan.failure != FaultPlan::Failure::kNone &&
+                           rank == plan.fail_rank && index >= plan.fail_at_op;
+      if (failing && plan.failure == FaultPlan::Failure::kStall) {
+        // Never posted: the request completes only when aborted.
+        stalled.push_back(proxy);
+        return Request(std::move(proxy));
+      }
+      kill = failing;
+      if (!kill) {
+        absl::Duration delay;
+        if (std::bernoulli_distribution(plan.delay_probability)(random)) {
+          const int64_t max_ns =
+              std::max<int64_t>(0, absl::ToInt64Nanoseconds(plan.max_delay));
+          delay = absl::Nanoseconds(
+              std::uniform_int_distribution<int64_t>(0, max_ns)(random));
+        }
+        absl::Time release = FastNow() + delay;
+        // Never ahead of an earlier operation on the same (peer, tag,
+        // direction): the non-overtaking rule.
+        absl::Time& last = last_release[std::make_tuple(op.peer, op.tag, op.kind)];
+        if (release < last) release = last;
+        last = release;
+        held.push({release, next_order++, op, deadline, proxy});
+      }
+    }
+    if (kill) {
+      const absl::Status killed = absl::UnavailableError(absl::StrCat(
+          "rank ", rank, " was killed by fault injection at its operation ",
+          index, " (", plan.ToString(), ")"));
+      Abort(killed);
+      return killed;
+    }
+    cv.notify_one();
+    return Request(std::move(proxy));
+  }
+};
+
+class FaultInjectingTransport final : public Transport {
+ public:
+  FaultInjectingTransport(std::unique_ptr<Transport> inner, FaultPlan plan,
+                          std::shared_ptr<FaultStats> stats)
+      : state_(std::make_shared<FaultState>(std::move(inner), plan,
+                                            std::move(stats))),
+        name_(absl::StrCat("faulty-", state_->inner->name())) {
+    releaser_ = std::thread([state = state_] { state->ReleaseLoop(); });
+  }
+
+  ~FaultInjectingTransport() override {
+    state_->Abort(absl::CancelledError("fault-injecting transport destroyed"));
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->stopping = true;
+    }
+    state_->cv.notify_all();
+    if (releaser_.get_id() == std::this_thread::get_id()) {
+      releaser_.detach();  // Dropped from one of our own callbacks.
+    } else {
+      releaser_.join();
+    }
+  }
+
+  absl::string_view name() const override { return name_; }
+  int rank() const override { return state_->rank; }
+  int size() const override { return state_->inner->size(); }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps = state_->inner->capabilities();
+    caps.fused_recv_reduce = false;
+    caps.shared_address_space = false;
+    caps.native_collectives = false;
+    return caps;
+  }
+
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override {
+    return state_->Hold({PeerOp::Kind::kSend, peer, tag,
+                         Buffer{const_cast<void*>(data.data), data.count,
+                                data.dtype, data.device}},
+                        deadline);
+  }
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override {
+    return state_->Hold({PeerOp::Kind::kRecv, peer, tag, data}, deadline);
+  }
+  bool Progress() override { return state_->inner->Progress(); }
+  void Abort(absl::Status reason) override { state_->Abort(std::move(reason)); }
+
+ private:
+  const std::shared_ptr<FaultState> state_;
+  const std::string name_;
   std::thread releaser_;
 };
 

@@ -113,6 +113,9 @@ std::vector<Outcome> RunLoop(const FaultPlan& plan, absl::Duration timeout) {
       result = r.ok() ? r->Wait() : r.status();
     }
     outcomes[comm.rank()] = {result, absl::Now() - start};
+    // A Wait that timed out leaves its operation in flight: abort before
+    // `data` goes away (runtime/communicator.h).
+    if (!result.ok()) comm.Abort().IgnoreError();
     return absl::OkStatus();
   }, options).IgnoreError();
   return outcomes;
