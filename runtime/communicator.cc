@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "runtime/status_macros.h"
 #include "runtime/validate.h"
 
@@ -31,6 +32,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     return absl::InvalidArgumentError(
         "Communicator::Create: default timeout must be positive");
   }
+  absl::StatusOr<CheckLevel> level = ResolveCheckLevel(options.check_level);
+  if (!level.ok()) return level.status();
+  options.check_level = *level;
   if (!factory.IsViable()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "transport '", factory.name(), "' is not viable on this host"));
@@ -133,6 +137,12 @@ absl::StatusOr<Request> Communicator::StartCollective(
   args.on_failure = on_failure_;
   // Taken only after validation, so a rejected call leaves no gap.
   args.sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
+    if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
+      (*on_failure_)(agreed);  // The ranks are out of step: abort.
+      return agreed;
+    }
+  }
 
   const bool want_native =
       args.algorithm == Algorithm::kNative ||
@@ -145,6 +155,42 @@ absl::StatusOr<Request> Communicator::StartCollective(
     }
   }
   return engine_.Start(transport_, args);
+}
+
+absl::Status Communicator::CheckAgreement(const CollectiveArgs& args) {
+  const Fingerprint mine = Fingerprint::Of(args, size_);
+  auto key = [&](uint64_t sequence, int rank) {
+    return absl::StrCat("check/", sequence, "/", rank);
+  };
+  RELAY_RETURN_IF_ERROR(store_->Set(key(args.sequence, rank_), mine.Encode()));
+  std::vector<std::string> keys;
+  keys.reserve(size_);
+  for (int r = 0; r < size_; ++r) keys.push_back(key(args.sequence, r));
+  const absl::Duration timeout =
+      std::max(absl::ZeroDuration(), args.deadline - FastNow());
+  absl::StatusOr<std::vector<std::string>> all = store_->MultiGet(keys, timeout);
+  if (!all.ok()) {
+    if (!absl::IsDeadlineExceeded(all.status())) return all.status();
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      if (!store_->Get(keys[r], absl::ZeroDuration()).ok()) missing.push_back(r);
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        CollectiveName(args.kind), " #", args.sequence, ": rank(s) ",
+        absl::StrJoin(missing, ","), " did not call collective #",
+        args.sequence, " within ", absl::FormatDuration(timeout),
+        " (mismatch check; this rank called ", mine.ToString(), ")"));
+  }
+  std::vector<Fingerprint> by_rank;
+  by_rank.reserve(size_);
+  for (const std::string& bytes : *all) {
+    RELAY_ASSIGN_OR_RETURN(Fingerprint f, Fingerprint::Decode(bytes));
+    by_rank.push_back(f);
+  }
+  // Every rank has read collective k-2's keys before writing k-1's, which
+  // this rank has just read: its own k-2 key is garbage now.
+  if (args.sequence >= 2) store_->Delete(key(args.sequence - 2, rank_)).IgnoreError();
+  return CompareFingerprints(by_rank);
 }
 
 absl::StatusOr<Request> Communicator::Collective(

@@ -50,6 +50,7 @@
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
+#include "runtime/fingerprint.h"
 #include "runtime/request.h"
 #include "runtime/store.h"
 #include "runtime/transport.h"
@@ -76,6 +77,14 @@ struct P2POp {
 struct CommunicatorOptions {
   // The timeout of every operation that sets none in its options.
   absl::Duration default_timeout = absl::Minutes(10);
+  // Mismatch detection (runtime/fingerprint.h). At kFingerprint every
+  // collective first compares its kind, dtype, count, op, root and sequence
+  // number with every rank's through the store, and blocks until all have
+  // arrived: a mismatch fails the call on every rank with InvalidArgument
+  // naming the ranks and both calls, a rank that never calls it with
+  // DeadlineExceeded naming the rank; either aborts the communicator. Every
+  // rank must use the same level. kDefault reads RELAY_CHECK_LEVEL.
+  CheckLevel check_level = CheckLevel::kDefault;
 };
 
 class Communicator {
@@ -154,6 +163,9 @@ class Communicator {
   absl::StatusOr<Request> StartCollective(CollectiveArgs args,
                                           const CollectiveOptions& options);
   absl::Status ValidatePeer(int peer) const;
+  // CheckLevel::kFingerprint: every rank's fingerprint of `args` through the
+  // store, compared.
+  absl::Status CheckAgreement(const CollectiveArgs& args);
 
   TransportFactory& factory_;
   const CollectiveEngine& engine_;

@@ -1,0 +1,120 @@
+#include "runtime/fingerprint.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace relay {
+namespace {
+
+constexpr size_t kEncodedSize = 1 + 1 + 8 + 1 + 4 + 8;
+
+void Put(std::string* out, const void* p, size_t n) {
+  out->append(static_cast<const char*>(p), n);
+}
+
+// The per-rank element count that every rank must agree on.
+uint64_t AgreedCount(const CollectiveArgs& args, int size) {
+  switch (args.kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kReduceScatter:
+      return args.recv.count;
+    case CollectiveKind::kAllToAll:
+      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return args.send.count;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<CheckLevel> ResolveCheckLevel(CheckLevel level) {
+  if (level != CheckLevel::kDefault) return level;
+  const char* env = std::getenv("RELAY_CHECK_LEVEL");
+  if (env == nullptr || std::strcmp(env, "") == 0 || std::strcmp(env, "none") == 0) {
+    return CheckLevel::kNone;
+  }
+  if (std::strcmp(env, "fingerprint") == 0) return CheckLevel::kFingerprint;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "RELAY_CHECK_LEVEL='", env, "': expected 'none' or 'fingerprint'"));
+}
+
+Fingerprint Fingerprint::Of(const CollectiveArgs& args, int size) {
+  Fingerprint f;
+  f.kind = args.kind;
+  f.sequence = args.sequence;
+  if (args.kind == CollectiveKind::kBarrier) return f;
+  f.dtype = args.send.count > 0 || args.recv.count == 0 ? args.send.dtype
+                                                        : args.recv.dtype;
+  f.count = AgreedCount(args, size);
+  if (IsReduction(args.kind)) f.op = args.op;
+  if (IsRooted(args.kind)) f.root = args.root;
+  return f;
+}
+
+std::string Fingerprint::Encode() const {
+  std::string out;
+  out.reserve(kEncodedSize);
+  const uint8_t k = static_cast<uint8_t>(kind), d = static_cast<uint8_t>(dtype),
+                o = static_cast<uint8_t>(op);
+  Put(&out, &k, 1);
+  Put(&out, &d, 1);
+  Put(&out, &count, 8);
+  Put(&out, &o, 1);
+  Put(&out, &root, 4);
+  Put(&out, &sequence, 8);
+  return out;
+}
+
+absl::StatusOr<Fingerprint> Fingerprint::Decode(absl::string_view bytes) {
+  if (bytes.size() != kEncodedSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fingerprint of ", bytes.size(), " bytes, expected ", kEncodedSize));
+  }
+  Fingerprint f;
+  const char* p = bytes.data();
+  f.kind = static_cast<CollectiveKind>(static_cast<uint8_t>(p[0]));
+  f.dtype = static_cast<DataType>(static_cast<uint8_t>(p[1]));
+  std::memcpy(&f.count, p + 2, 8);
+  f.op = static_cast<ReduceOp>(static_cast<uint8_t>(p[10]));
+  std::memcpy(&f.root, p + 11, 4);
+  std::memcpy(&f.sequence, p + 15, 8);
+  if (static_cast<uint8_t>(f.kind) > static_cast<uint8_t>(CollectiveKind::kBarrier) ||
+      !IsValid(f.dtype) || !IsValid(f.op)) {
+    return absl::InvalidArgumentError("fingerprint with an unknown kind, dtype or op");
+  }
+  return f;
+}
+
+std::string Fingerprint::ToString() const {
+  if (kind == CollectiveKind::kBarrier) return "barrier()";
+  std::string s = absl::StrCat(CollectiveName(kind), "(", DataTypeName(dtype),
+                               " x ", count);
+  if (IsReduction(kind)) absl::StrAppend(&s, ", ", ReduceOpName(op));
+  if (IsRooted(kind)) absl::StrAppend(&s, ", root ", root);
+  return absl::StrCat(s, ")");
+}
+
+bool operator==(const Fingerprint& a, const Fingerprint& b) {
+  return a.kind == b.kind && a.dtype == b.dtype && a.count == b.count &&
+         a.op == b.op && a.root == b.root && a.sequence == b.sequence;
+}
+
+absl::Status CompareFingerprints(const std::vector<Fingerprint>& by_rank) {
+  for (size_t r = 1; r < by_rank.size(); ++r) {
+    if (by_rank[r] != by_rank[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveName(by_rank[0].kind), " #", by_rank[0].sequence,
+          ": ranks disagree: rank 0 called ", by_rank[0].ToString(),
+          " as collective #", by_rank[0].sequence, " but rank ", r, " called ",
+          by_rank[r].ToString(), " as collective #", by_rank[r].sequence));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace relay
