@@ -1,6 +1,10 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -58,14 +62,66 @@ Communicator::Communicator(TransportFactory& factory,
       transport_(std::move(transport)),
       rank_(rank),
       size_(size),
-      options_(options) {
+      options_(options),
+      recorder_(options.flight_recorder_entries > 0
+                    ? std::make_shared<FlightRecorder>(
+                          options.flight_recorder_entries)
+                    : nullptr) {
   on_failure_ = std::make_shared<const FailureHook>(
-      [record = abort_, transport = transport_](const absl::Status& why) {
+      [record = abort_, transport = transport_, recorder = recorder_,
+       rank = rank_, size = size_](const absl::Status& why) {
         if (record->Set(why)) {
           transport->Abort(absl::CancelledError(
               absl::StrCat("communicator failed: ", why.message())));
+          DumpOnAbort(recorder.get(), rank, size, why.ToString());
         }
       });
+}
+
+namespace {
+
+// $RELAY_FLIGHT_RECORDER_DIR/relay_flight_rank<R>.json, or "" when unset.
+std::string FlightRecordPath(int rank) {
+  const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
+  if (dir == nullptr || dir[0] == '\0') return "";
+  return absl::StrCat(dir, "/relay_flight_rank", rank, ".json");
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ",
+                                               std::strerror(errno)));
+  }
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  return std::fclose(f) == 0 && ok
+             ? absl::OkStatus()
+             : absl::UnavailableError(absl::StrCat("cannot write ", path));
+}
+
+}  // namespace
+
+void DumpOnAbort(const FlightRecorder* recorder, int rank, int size,
+                 const std::string& reason) {
+  const std::string path = FlightRecordPath(rank);
+  if (recorder == nullptr || path.empty()) return;
+  if (absl::Status s = WriteFile(path, recorder->ToJson(rank, size, reason));
+      !s.ok()) {
+    std::fprintf(stderr, "relay: flight recorder: %s\n", std::string(s.message()).c_str());
+  }
+}
+
+std::string Communicator::FlightRecord(absl::string_view reason) const {
+  if (recorder_ == nullptr) {
+    return absl::StrCat("{\"rank\": ", rank_, ", \"size\": ", size_,
+                        ", \"entries\": []}\n");
+  }
+  return recorder_->ToJson(rank_, size_, reason);
+}
+
+absl::Status Communicator::DumpFlightRecord(const std::string& path,
+                                            absl::string_view reason) const {
+  return WriteFile(path, FlightRecord(reason));
 }
 
 Communicator::~Communicator() {
@@ -144,6 +200,23 @@ absl::StatusOr<Request> Communicator::StartCollective(
     }
   }
 
+  const uint64_t token = recorder_ ? recorder_->Queued(args, size_) : 0;
+  absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
+  if (recorder_ != nullptr) {
+    if (started.ok()) {
+      started->OnDone([recorder = recorder_, token](absl::Status s) {
+        recorder->Done(token, s);
+      });
+    } else {
+      recorder_->Done(token, started.status());
+    }
+  }
+  return started;
+}
+
+absl::StatusOr<Request> Communicator::Dispatch(const CollectiveArgs& args,
+                                               const TransportCapabilities& caps,
+                                               bool on_device) {
   const bool want_native =
       args.algorithm == Algorithm::kNative ||
       (args.algorithm == Algorithm::kAuto && caps.native_collectives);
@@ -372,7 +445,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
 absl::Status Communicator::Abort(absl::Status reason) {
   if (reason.ok()) reason = absl::CancelledError("aborted");
   const std::string why(reason.message());
-  abort_->Set(std::move(reason));
+  const bool first = abort_->Set(reason);
+  if (first) DumpOnAbort(recorder_.get(), rank_, size_, reason.ToString());
   // Both steps are idempotent, and both are needed even when a failed
   // collective already aborted the transport: the gate is closed here only.
   transport_->Abort(

@@ -51,6 +51,7 @@
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
 #include "runtime/fingerprint.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/request.h"
 #include "runtime/store.h"
 #include "runtime/transport.h"
@@ -85,6 +86,12 @@ struct CommunicatorOptions {
   // DeadlineExceeded naming the rank; either aborts the communicator. Every
   // rank must use the same level. kDefault reads RELAY_CHECK_LEVEL.
   CheckLevel check_level = CheckLevel::kDefault;
+  // Flight recorder (runtime/flight_recorder.h): how many recent collectives
+  // each rank keeps; 0 turns it off. When the communicator aborts (Abort,
+  // or a failed collective) each rank writes its record as JSON to
+  // $RELAY_FLIGHT_RECORDER_DIR/relay_flight_rank<R>.json if that variable is
+  // set; tools/relay_analyze reads every rank's file.
+  size_t flight_recorder_entries = 1024;
 };
 
 class Communicator {
@@ -152,6 +159,13 @@ class Communicator {
   // fail with FailedPrecondition. Idempotent; returns promptly.
   absl::Status Abort(absl::Status reason = absl::CancelledError("aborted"));
 
+  // This rank's flight record as JSON (runtime/flight_recorder.h), with
+  // `reason` in it; "{}" style empty record when the recorder is off.
+  std::string FlightRecord(absl::string_view reason = "requested") const;
+  // Writes FlightRecord(reason) to `path`.
+  absl::Status DumpFlightRecord(const std::string& path,
+                                absl::string_view reason = "requested") const;
+
  private:
   Communicator(TransportFactory& factory, const CollectiveEngine& engine,
                std::shared_ptr<Store> store,
@@ -162,6 +176,10 @@ class Communicator {
   absl::Time DeadlineFor(const CollectiveOptions& options) const;
   absl::StatusOr<Request> StartCollective(CollectiveArgs args,
                                           const CollectiveOptions& options);
+  // The native collective or relay's algorithm for validated `args`.
+  absl::StatusOr<Request> Dispatch(const CollectiveArgs& args,
+                                   const TransportCapabilities& caps,
+                                   bool on_device);
   absl::Status ValidatePeer(int peer) const;
   // CheckLevel::kFingerprint: every rank's fingerprint of `args` through the
   // store, compared.
@@ -191,7 +209,14 @@ class Communicator {
   // Handed to every collective (CollectiveArgs::on_failure): aborts this
   // communicator through abort_ and the transport, never through `this`.
   std::shared_ptr<const FailureHook> on_failure_;
+  // Null when options_.flight_recorder_entries is 0.
+  const std::shared_ptr<FlightRecorder> recorder_;
 };
+
+// Writes `recorder`'s record to $RELAY_FLIGHT_RECORDER_DIR (if set) when a
+// communicator aborts; a failure to write is reported on stderr.
+void DumpOnAbort(const FlightRecorder* recorder, int rank, int size,
+                 const std::string& reason);
 
 }  // namespace relay
 

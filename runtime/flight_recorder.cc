@@ -1,0 +1,119 @@
+#include "runtime/flight_recorder.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace relay {
+namespace {
+
+std::string Time(absl::Time t) {
+  if (t == absl::InfinitePast()) return "null";
+  return absl::StrCat("\"", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t,
+                                             absl::UTCTimeZone()),
+                      "\"");
+}
+
+// Names from the code's enums are plain ASCII; only `reason` needs quoting.
+std::string Quote(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(&out, "\\u00", absl::Hex(static_cast<unsigned char>(c),
+                                               absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+uint64_t CountOf(const CollectiveArgs& args, int size) {
+  switch (args.kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kReduceScatter:
+      return args.recv.count;
+    case CollectiveKind::kAllToAll:
+      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return args.send.count;
+  }
+}
+
+}  // namespace
+
+absl::string_view FlightStateName(FlightRecorder::State state) {
+  switch (state) {
+    case FlightRecorder::State::kQueued: return "queued";
+    case FlightRecorder::State::kCompleted: return "completed";
+    case FlightRecorder::State::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+FlightRecorder::FlightRecorder(size_t capacity)
+    : ring_(std::max<size_t>(capacity, 1)) {}
+
+uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size) {
+  Entry e;
+  e.sequence = args.sequence;
+  e.kind = args.kind;
+  e.dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
+  e.count = CountOf(args, size);
+  e.root = IsRooted(args.kind) ? args.root : -1;
+  e.algorithm = args.algorithm;
+  e.queued = FastNow();
+  e.finished = absl::InfinitePast();
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t token = next_++;
+  ring_[token % ring_.size()] = e;
+  return token;
+}
+
+void FlightRecorder::Done(uint64_t token, const absl::Status& status) {
+  const absl::Time now = FastNow();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (token + ring_.size() < next_) return;  // Slot reused since.
+  Entry& e = ring_[token % ring_.size()];
+  e.state = status.ok() ? State::kCompleted : State::kFailed;
+  e.code = status.code();
+  e.message = std::string(status.message().substr(0, 200));
+  e.finished = now;
+}
+
+std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Entry> out;
+  const uint64_t held = std::min<uint64_t>(next_, ring_.size());
+  out.reserve(held);
+  for (uint64_t t = next_ - held; t < next_; ++t) out.push_back(ring_[t % ring_.size()]);
+  return out;
+}
+
+std::string FlightRecorder::ToJson(int rank, int size,
+                                   absl::string_view reason) const {
+  std::vector<std::string> entries;
+  for (const Entry& e : Snapshot()) {
+    entries.push_back(absl::StrCat(
+        "{\"sequence\": ", e.sequence, ", \"kind\": \"", CollectiveName(e.kind),
+        "\", \"dtype\": \"", DataTypeName(e.dtype), "\", \"count\": ", e.count,
+        ", \"root\": ", e.root, ", \"algorithm\": \"", AlgorithmName(e.algorithm),
+        "\", \"state\": \"", FlightStateName(e.state), "\", \"code\": \"",
+        absl::StatusCodeToString(e.code), "\", \"message\": ", Quote(e.message),
+        ", \"queued\": ", Time(e.queued),
+        ", \"finished\": ", Time(e.finished), "}"));
+  }
+  return absl::StrCat("{\"rank\": ", rank, ", \"size\": ", size,
+                      ", \"dumped_at\": ", Time(FastNow()),
+                      ", \"reason\": ", Quote(reason), ", \"entries\": [\n  ",
+                      absl::StrJoin(entries, ",\n  "), "\n]}\n");
+}
+
+}  // namespace relay

@@ -1,0 +1,84 @@
+// File: runtime/flight_recorder.h
+//
+// FlightRecorder: the last N collectives of one communicator (sequence,
+// kind, dtype, count, root, algorithm, state, timestamps), kept at the cost
+// of a few stores per call, and dumped as JSON when something goes wrong, so
+// tools/relay_analyze can read every rank's dump and say which rank never
+// entered which collective.
+//
+// States: queued (the call returned its request), completed, failed (with
+// the status code). A collective that a rank never called is absent from
+// that rank's record: the analyzer finds it by comparing sequence numbers
+// across ranks.
+//
+// Lifetime and ownership. Owned by its Communicator and shared with the
+// completion callbacks of operations in flight. Thread-safe.
+//
+// Example:
+//   FlightRecorder recorder(/*capacity=*/1024);
+//   uint64_t slot = recorder.Queued(args, algorithm_name);
+//   request.OnDone([r = recorder_ptr, slot](absl::Status s) { r->Done(slot, s); });
+//   std::string json = recorder.ToJson(rank, size);
+#ifndef RELAY_RUNTIME_FLIGHT_RECORDER_H_
+#define RELAY_RUNTIME_FLIGHT_RECORDER_H_
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/collective.h"
+
+namespace relay {
+
+class FlightRecorder {
+ public:
+  enum class State : uint8_t { kQueued, kCompleted, kFailed };
+
+  struct Entry {
+    uint64_t sequence = 0;
+    CollectiveKind kind = CollectiveKind::kBarrier;
+    DataType dtype = DataType::kUint8;
+    uint64_t count = 0;
+    int32_t root = -1;
+    Algorithm algorithm = Algorithm::kAuto;
+    State state = State::kQueued;
+    absl::StatusCode code = absl::StatusCode::kOk;
+    std::string message;  // The failure's message (first 200 bytes).
+    absl::Time queued;
+    absl::Time finished;  // InfinitePast while queued.
+  };
+
+  // `capacity` entries, at least one.
+  explicit FlightRecorder(size_t capacity);
+
+  // Records a collective that was just queued; returns its slot token for
+  // Done().
+  uint64_t Queued(const CollectiveArgs& args, int size);
+  // Marks the entry of `token` completed or failed (a no-op if the ring has
+  // since reused its slot).
+  void Done(uint64_t token, const absl::Status& status);
+
+  // The entries still held, oldest first.
+  std::vector<Entry> Snapshot() const;
+  // {"rank": R, "size": N, "dumped_at": "...", "reason": "...",
+  //  "entries": [{"sequence": ..., "kind": "all_reduce", "dtype": ...,
+  //  "count": ..., "root": ..., "algorithm": ..., "state": "queued",
+  //  "code": "OK", "message": "...", "queued": "<RFC 3339>",
+  //  "finished": "<RFC 3339>" or null},
+  //  ...]}
+  std::string ToJson(int rank, int size, absl::string_view reason) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Entry> ring_;  // Guarded by mu_.
+  uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
+};
+
+absl::string_view FlightStateName(FlightRecorder::State state);
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_FLIGHT_RECORDER_H_

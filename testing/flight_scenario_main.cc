@@ -1,0 +1,94 @@
+// flight_scenario: a failure scenario whose flight records tools/relay_analyze
+// must explain (tools/relay_analyze_test.sh). Four ranks as threads over
+// loopback loop over ring all_reduces, and one rank misbehaves:
+//
+//   flight_scenario --dir D --stall R --at K   rank R never calls all_reduce
+//       #K; the others time out in it and abort (their records are written
+//       by the abort), R writes its record on request (DumpFlightRecord).
+//   flight_scenario --dir D --kill R --at-op K   rank R dies at its K-th
+//       transport operation (testing/fault_transport.h); every rank aborts.
+//
+// Records go to D/relay_flight_rank<R>.json. Exit status 0 when the
+// scenario ran as described (every rank but a stalled one saw an error).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "relay.h"
+#include "testing/fault_transport.h"
+#include "testing/rank_harness.h"
+
+namespace relay {
+namespace {
+
+constexpr int kRanks = 4;
+
+int Main(int argc, char** argv) {
+  std::string dir, mode;
+  int rank = -1, at = -1;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--dir") {
+      dir = value;
+    } else if ((flag == "--stall" || flag == "--kill") &&
+               absl::SimpleAtoi(value, &rank)) {
+      mode = flag.substr(2);
+    } else if ((flag == "--at" || flag == "--at-op") && absl::SimpleAtoi(value, &at)) {
+    } else {
+      std::fprintf(stderr, "flight_scenario: bad flag %s %s\n", flag.c_str(), value.c_str());
+      return 2;
+    }
+  }
+  if (dir.empty() || mode.empty() || rank < 0 || rank >= kRanks || at < 0) {
+    std::fprintf(stderr, "usage: flight_scenario --dir D (--stall R --at K | --kill R --at-op K)\n");
+    return 2;
+  }
+  setenv("RELAY_FLIGHT_RECORDER_DIR", dir.c_str(), 1);
+  absl::StatusOr<TransportFactory*> loopback = Transports().Get("loopback");
+  if (!loopback.ok()) return 2;
+  FaultPlan plan;
+  plan.delay_probability = 0;
+  if (mode == "kill") {
+    plan.failure = FaultPlan::Failure::kKill;
+    plan.fail_rank = rank;
+    plan.fail_at_op = at;
+  }
+  FaultInjectingTransportFactory factory(**loopback, plan);
+  CommunicatorOptions options;
+  options.default_timeout = absl::Milliseconds(mode == "stall" ? 500 : 30000);
+  std::vector<absl::Status> results(kRanks);
+  RunRanks(kRanks, factory, DefaultEngine(), [&](Communicator& comm) -> absl::Status {
+    std::vector<float> data(1000, 1.0f);
+    CollectiveOptions ring;
+    ring.algorithm = Algorithm::kRing;
+    absl::Status result;
+    for (int i = 0; i < 10 && result.ok(); ++i) {
+      if (mode == "stall" && comm.rank() == rank && i == at) {
+        // Stuck elsewhere; its record is dumped on request.
+        return comm.DumpFlightRecord(
+            absl::StrCat(dir, "/relay_flight_rank", comm.rank(), ".json"),
+            "requested while stuck outside relay");
+      }
+      absl::StatusOr<Request> r = comm.AllReduce(ConstBuffer::Of(data),
+                                                 Buffer::Of(data), ReduceOp::kSum, ring);
+      result = r.ok() ? r->Wait() : r.status();
+    }
+    results[comm.rank()] = result;
+    if (!result.ok()) comm.Abort(result).IgnoreError();  // Writes the record.
+    return absl::OkStatus();
+  }, options).IgnoreError();
+  int failed = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    if (!results[r].ok()) ++failed;
+    std::printf("rank %d: %s\n", r, results[r].ToString().c_str());
+  }
+  return failed >= kRanks - 1 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace relay
+
+int main(int argc, char** argv) { return relay::Main(argc, argv); }
