@@ -11,6 +11,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/flight_dump_signal.h"
 #include "runtime/status_macros.h"
 #include "runtime/validate.h"
 
@@ -67,6 +68,7 @@ Communicator::Communicator(TransportFactory& factory,
                     ? std::make_shared<FlightRecorder>(
                           options.flight_recorder_entries)
                     : nullptr) {
+  signal_dump_handle_ = RegisterForSignalDump(recorder_, rank_, size_);
   on_failure_ = std::make_shared<const FailureHook>(
       [record = abort_, transport = transport_, recorder = recorder_,
        rank = rank_, size = size_](const absl::Status& why) {
@@ -125,6 +127,7 @@ absl::Status Communicator::DumpFlightRecord(const std::string& path,
 }
 
 Communicator::~Communicator() {
+  UnregisterForSignalDump(signal_dump_handle_);
   // Nothing may write into user buffers once the owner thinks it is gone.
   transport_->Abort(absl::CancelledError("communicator destroyed"));
   gate_->Close();

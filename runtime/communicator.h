@@ -160,7 +160,9 @@ class Communicator {
   absl::Status Abort(absl::Status reason = absl::CancelledError("aborted"));
 
   // This rank's flight record as JSON (runtime/flight_recorder.h), with
-  // `reason` in it; "{}" style empty record when the recorder is off.
+  // `reason` in it (no entries when the recorder is off). With
+  // RELAY_FLIGHT_RECORDER_DIR set, SIGUSR1 writes every live communicator's
+  // record there too (runtime/flight_dump_signal.h).
   std::string FlightRecord(absl::string_view reason = "requested") const;
   // Writes FlightRecord(reason) to `path`.
   absl::Status DumpFlightRecord(const std::string& path,
@@ -211,6 +213,8 @@ class Communicator {
   std::shared_ptr<const FailureHook> on_failure_;
   // Null when options_.flight_recorder_entries is 0.
   const std::shared_ptr<FlightRecorder> recorder_;
+  // RegisterForSignalDump's handle (runtime/flight_dump_signal.h); 0: none.
+  uint64_t signal_dump_handle_ = 0;
 };
 
 // Writes `recorder`'s record to $RELAY_FLIGHT_RECORDER_DIR (if set) when a

@@ -8,15 +8,27 @@
 //   flight_scenario --dir D --kill R --at-op K   rank R dies at its K-th
 //       transport operation (testing/fault_transport.h); every rank aborts.
 //
+//   flight_scenario --dir D --stall R --at K --signal 1   as --stall, but
+//       while the ranks wait the process raises SIGUSR1, and the records the
+//       signal wrote (runtime/flight_dump_signal.h) are copied to D.
+//
 // Records go to D/relay_flight_rank<R>.json. Exit status 0 when the
 // scenario ran as described (every rank but a stalled one saw an error).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "relay.h"
 #include "testing/fault_transport.h"
 #include "testing/rank_harness.h"
@@ -28,7 +40,7 @@ constexpr int kRanks = 4;
 
 int Main(int argc, char** argv) {
   std::string dir, mode;
-  int rank = -1, at = -1;
+  int rank = -1, at = -1, signal = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--dir") {
@@ -37,6 +49,7 @@ int Main(int argc, char** argv) {
                absl::SimpleAtoi(value, &rank)) {
       mode = flag.substr(2);
     } else if ((flag == "--at" || flag == "--at-op") && absl::SimpleAtoi(value, &at)) {
+    } else if (flag == "--signal" && absl::SimpleAtoi(value, &signal)) {
     } else {
       std::fprintf(stderr, "flight_scenario: bad flag %s %s\n", flag.c_str(), value.c_str());
       return 2;
@@ -46,7 +59,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "usage: flight_scenario --dir D (--stall R --at K | --kill R --at-op K)\n");
     return 2;
   }
-  setenv("RELAY_FLIGHT_RECORDER_DIR", dir.c_str(), 1);
+  // With --signal the records of the abort go elsewhere, so D holds only
+  // what the signal wrote.
+  const std::string live = signal ? dir + "/live" : dir;
+  if (signal) mkdir(live.c_str(), 0755);
+  setenv("RELAY_FLIGHT_RECORDER_DIR", live.c_str(), 1);
   absl::StatusOr<TransportFactory*> loopback = Transports().Get("loopback");
   if (!loopback.ok()) return 2;
   FaultPlan plan;
@@ -58,8 +75,37 @@ int Main(int argc, char** argv) {
   }
   FaultInjectingTransportFactory factory(**loopback, plan);
   CommunicatorOptions options;
-  options.default_timeout = absl::Milliseconds(mode == "stall" ? 500 : 30000);
+  options.default_timeout =
+      absl::Milliseconds(mode == "stall" ? (signal ? 2000 : 500) : 30000);
   std::vector<absl::Status> results(kRanks);
+  std::thread signaller;
+  std::atomic<int> copied{-1};
+  if (signal) {
+    signaller = std::thread([&] {
+      absl::SleepFor(absl::Milliseconds(300));
+      raise(SIGUSR1);
+      // Wait for every rank's signal record, then keep a copy in D.
+      for (int tries = 0; tries < 200; ++tries) {
+        int n = 0;
+        for (int r = 0; r < kRanks; ++r) {
+          std::ifstream in(absl::StrCat(live, "/relay_flight_rank", r, ".json"));
+          std::stringstream text;
+          text << in.rdbuf();
+          if (text.str().find("signal SIGUSR1") != std::string::npos) ++n;
+        }
+        if (n == kRanks) break;
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      int n = 0;
+      for (int r = 0; r < kRanks; ++r) {
+        const std::string name = absl::StrCat("/relay_flight_rank", r, ".json");
+        std::ifstream in(live + name);
+        std::ofstream out(dir + name);
+        if (in && out << in.rdbuf()) ++n;
+      }
+      copied = n;
+    });
+  }
   RunRanks(kRanks, factory, DefaultEngine(), [&](Communicator& comm) -> absl::Status {
     std::vector<float> data(1000, 1.0f);
     CollectiveOptions ring;
@@ -67,6 +113,10 @@ int Main(int argc, char** argv) {
     absl::Status result;
     for (int i = 0; i < 10 && result.ok(); ++i) {
       if (mode == "stall" && comm.rank() == rank && i == at) {
+        if (signal) {  // Stuck elsewhere while the signal comes.
+          absl::SleepFor(absl::Milliseconds(1000));
+          return absl::OkStatus();
+        }
         // Stuck elsewhere; its record is dumped on request.
         return comm.DumpFlightRecord(
             absl::StrCat(dir, "/relay_flight_rank", comm.rank(), ".json"),
@@ -80,6 +130,12 @@ int Main(int argc, char** argv) {
     if (!result.ok()) comm.Abort(result).IgnoreError();  // Writes the record.
     return absl::OkStatus();
   }, options).IgnoreError();
+  if (signaller.joinable()) signaller.join();
+  if (signal && copied != kRanks) {
+    std::fprintf(stderr, "flight_scenario: the signal wrote %d of %d records\n",
+                 copied.load(), kRanks);
+    return 1;
+  }
   int failed = 0;
   for (int r = 0; r < kRanks; ++r) {
     if (!results[r].ok()) ++failed;
