@@ -85,4 +85,19 @@ bool IsReduction(CollectiveKind kind) {
          kind == CollectiveKind::kReduceScatter;
 }
 
+uint64_t PerRankCount(const CollectiveArgs& args, int size) {
+  switch (args.kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kReduceScatter:
+      return args.recv.count;
+    case CollectiveKind::kAllToAll:
+      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return args.send.count;
+  }
+}
+
 }  // namespace relay

@@ -114,6 +114,12 @@ struct CollectiveArgs {
   std::shared_ptr<const FailureHook> on_failure;
 };
 
+// The per-rank element count of a call, the `count` of the buffer
+// conventions above (what every rank must agree on): the recv count for
+// broadcast, scatter and reduce_scatter, the send count / size for
+// all_to_all, 0 for barrier, the send count otherwise.
+uint64_t PerRankCount(const CollectiveArgs& args, int size);
+
 // Runs collectives as relay's own algorithms over a Transport's
 // point-to-point interface. Implemented in collectives/; thread-safe.
 class CollectiveEngine {

@@ -126,6 +126,16 @@ absl::Status Communicator::DumpFlightRecord(const std::string& path,
   return WriteFile(path, FlightRecord(reason));
 }
 
+std::string Communicator::MetricsText() const {
+  return metrics_->PrometheusText({{"rank", absl::StrCat(rank_)},
+                                   {"size", absl::StrCat(size_)},
+                                   {"transport", std::string(transport_->name())}});
+}
+
+absl::Status Communicator::WriteMetrics(const std::string& path) const {
+  return WriteFile(path, MetricsText());
+}
+
 Communicator::~Communicator() {
   UnregisterForSignalDump(signal_dump_handle_);
   // Nothing may write into user buffers once the owner thinks it is gone.
@@ -204,15 +214,21 @@ absl::StatusOr<Request> Communicator::StartCollective(
   }
 
   const uint64_t token = recorder_ ? recorder_->Queued(args, size_) : 0;
+  const uint64_t bytes = PerRankCount(args, size_) *
+                         DataTypeSize(args.send.count > 0 ? args.send.dtype
+                                                          : args.recv.dtype);
+  const absl::Time start = FastNow();
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
-  if (recorder_ != nullptr) {
-    if (started.ok()) {
-      started->OnDone([recorder = recorder_, token](absl::Status s) {
-        recorder->Done(token, s);
-      });
-    } else {
-      recorder_->Done(token, started.status());
-    }
+  if (started.ok()) {
+    // One callback records both, when the operation completes.
+    started->OnDone([recorder = recorder_, metrics = metrics_, token, bytes,
+                     start, kind = args.kind](absl::Status s) {
+      if (recorder != nullptr) recorder->Done(token, s);
+      metrics->Record(kind, bytes, FastNow() - start, s.ok());
+    });
+  } else {
+    if (recorder_ != nullptr) recorder_->Done(token, started.status());
+    metrics_->Record(args.kind, bytes, absl::ZeroDuration(), false);
   }
   return started;
 }

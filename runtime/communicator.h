@@ -52,6 +52,7 @@
 #include "runtime/collective.h"
 #include "runtime/fingerprint.h"
 #include "runtime/flight_recorder.h"
+#include "runtime/metrics.h"
 #include "runtime/request.h"
 #include "runtime/store.h"
 #include "runtime/transport.h"
@@ -168,6 +169,14 @@ class Communicator {
   absl::Status DumpFlightRecord(const std::string& path,
                                 absl::string_view reason = "requested") const;
 
+  // Counters and latency histograms of this rank's collectives
+  // (runtime/metrics.h), and the same in the Prometheus text format,
+  // labelled with rank, size and transport; WriteMetrics writes that text
+  // to `path` (for a node exporter's textfile collector).
+  const CollectiveMetrics& metrics() const { return *metrics_; }
+  std::string MetricsText() const;
+  absl::Status WriteMetrics(const std::string& path) const;
+
  private:
   Communicator(TransportFactory& factory, const CollectiveEngine& engine,
                std::shared_ptr<Store> store,
@@ -213,6 +222,8 @@ class Communicator {
   std::shared_ptr<const FailureHook> on_failure_;
   // Null when options_.flight_recorder_entries is 0.
   const std::shared_ptr<FlightRecorder> recorder_;
+  const std::shared_ptr<CollectiveMetrics> metrics_ =
+      std::make_shared<CollectiveMetrics>();
   // RegisterForSignalDump's handle (runtime/flight_dump_signal.h); 0: none.
   uint64_t signal_dump_handle_ = 0;
 };

@@ -14,21 +14,6 @@ void Put(std::string* out, const void* p, size_t n) {
   out->append(static_cast<const char*>(p), n);
 }
 
-// The per-rank element count that every rank must agree on.
-uint64_t AgreedCount(const CollectiveArgs& args, int size) {
-  switch (args.kind) {
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kScatter:
-    case CollectiveKind::kReduceScatter:
-      return args.recv.count;
-    case CollectiveKind::kAllToAll:
-      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return args.send.count;
-  }
-}
 
 }  // namespace
 
@@ -50,7 +35,7 @@ Fingerprint Fingerprint::Of(const CollectiveArgs& args, int size) {
   if (args.kind == CollectiveKind::kBarrier) return f;
   f.dtype = args.send.count > 0 || args.recv.count == 0 ? args.send.dtype
                                                         : args.recv.dtype;
-  f.count = AgreedCount(args, size);
+  f.count = PerRankCount(args, size);
   if (IsReduction(args.kind)) f.op = args.op;
   if (IsRooted(args.kind)) f.root = args.root;
   return f;

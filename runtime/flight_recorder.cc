@@ -32,20 +32,6 @@ std::string Quote(absl::string_view s) {
   return out + "\"";
 }
 
-uint64_t CountOf(const CollectiveArgs& args, int size) {
-  switch (args.kind) {
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kScatter:
-    case CollectiveKind::kReduceScatter:
-      return args.recv.count;
-    case CollectiveKind::kAllToAll:
-      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return args.send.count;
-  }
-}
 
 }  // namespace
 
@@ -66,7 +52,7 @@ uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size) {
   e.sequence = args.sequence;
   e.kind = args.kind;
   e.dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
-  e.count = CountOf(args, size);
+  e.count = PerRankCount(args, size);
   e.root = IsRooted(args.kind) ? args.root : -1;
   e.algorithm = args.algorithm;
   e.queued = FastNow();

@@ -1,0 +1,152 @@
+#include "runtime/metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace relay {
+namespace {
+
+std::string Labels(const std::vector<std::pair<std::string, std::string>>& base,
+                   const std::vector<std::pair<std::string, std::string>>& more) {
+  std::vector<std::string> parts;
+  for (const auto* list : {&base, &more}) {
+    for (const auto& [k, v] : *list) {
+      std::string escaped;
+      for (char c : v) {
+        if (c == '\\' || c == '"') escaped += '\\';
+        if (c == '\n') {
+          escaped += "\\n";
+          continue;
+        }
+        escaped += c;
+      }
+      parts.push_back(absl::StrCat(k, "=\"", escaped, "\""));
+    }
+  }
+  return parts.empty() ? "" : absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+std::string Seconds(double s) { return absl::StrCat(s); }
+
+}  // namespace
+
+const std::array<uint64_t, CollectiveMetrics::kSizeClasses - 1>&
+CollectiveMetrics::SizeClassBounds() {
+  static const std::array<uint64_t, kSizeClasses - 1> bounds = {
+      uint64_t{1} << 10, uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20};
+  return bounds;
+}
+
+const std::array<double, CollectiveMetrics::kBuckets>&
+CollectiveMetrics::BucketBounds() {
+  static const std::array<double, kBuckets> bounds = [] {
+    std::array<double, kBuckets> b{};
+    double decade = 1e-6;
+    for (int i = 0; i < kBuckets; ++i) {
+      const double step[] = {1, 2, 5};
+      b[i] = decade * step[i % 3];
+      if (i % 3 == 2) decade *= 10;
+    }
+    return b;
+  }();
+  return bounds;
+}
+
+int CollectiveMetrics::SizeClass(uint64_t bytes) {
+  const auto& bounds = SizeClassBounds();
+  for (int i = 0; i < kSizeClasses - 1; ++i) {
+    if (bytes <= bounds[i]) return i;
+  }
+  return kSizeClasses - 1;
+}
+
+std::string CollectiveMetrics::SizeClassLabel(int size_class) {
+  static const char* const kNames[] = {"1KiB", "64KiB", "1MiB", "16MiB", "inf"};
+  return kNames[std::clamp(size_class, 0, kSizeClasses - 1)];
+}
+
+void CollectiveMetrics::Record(CollectiveKind kind, uint64_t bytes,
+                               absl::Duration latency, bool ok) {
+  PerKind& k = kinds_[static_cast<int>(kind)];
+  k.operations.fetch_add(1, std::memory_order_relaxed);
+  k.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  if (!ok) k.errors.fetch_add(1, std::memory_order_relaxed);
+  Histogram& h = k.latency[SizeClass(bytes)];
+  const double seconds = absl::ToDoubleSeconds(latency);
+  const auto& bounds = BucketBounds();
+  const int bucket = static_cast<int>(
+      std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin());
+  h.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
+  h.count.fetch_add(1, std::memory_order_relaxed);
+  h.sum_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(
+                         0, absl::ToInt64Nanoseconds(latency))),
+                     std::memory_order_relaxed);
+}
+
+CollectiveMetrics::Counts CollectiveMetrics::Totals(CollectiveKind kind) const {
+  const PerKind& k = kinds_[static_cast<int>(kind)];
+  return {k.operations.load(std::memory_order_relaxed),
+          k.bytes.load(std::memory_order_relaxed),
+          k.errors.load(std::memory_order_relaxed)};
+}
+
+std::string CollectiveMetrics::PrometheusText(
+    const std::vector<std::pair<std::string, std::string>>& labels) const {
+  std::string out;
+  struct Counter {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> PerKind::*field;
+  };
+  const Counter counters[] = {
+      {"relay_collective_operations_total", "Collectives completed.",
+       &PerKind::operations},
+      {"relay_collective_bytes_total",
+       "Bytes of this rank's buffer over completed collectives.", &PerKind::bytes},
+      {"relay_collective_errors_total", "Collectives that failed.",
+       &PerKind::errors},
+  };
+  for (const Counter& c : counters) {
+    absl::StrAppend(&out, "# HELP ", c.name, " ", c.help, "\n# TYPE ", c.name,
+                    " counter\n");
+    for (CollectiveKind kind : AllCollectiveKinds()) {
+      const uint64_t v = (kinds_[static_cast<int>(kind)].*c.field).load(
+          std::memory_order_relaxed);
+      absl::StrAppend(&out, c.name,
+                      Labels(labels, {{"collective", std::string(CollectiveName(kind))}}),
+                      " ", v, "\n");
+    }
+  }
+  const char* hist = "relay_collective_latency_seconds";
+  absl::StrAppend(&out, "# HELP ", hist,
+                  " Time from the call to completion, by collective and size "
+                  "class of one rank's buffer.\n# TYPE ", hist, " histogram\n");
+  const auto& bounds = BucketBounds();
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    const PerKind& k = kinds_[static_cast<int>(kind)];
+    for (int sc = 0; sc < kSizeClasses; ++sc) {
+      const Histogram& h = k.latency[sc];
+      const uint64_t count = h.count.load(std::memory_order_relaxed);
+      if (count == 0) continue;  // Only the classes that were used.
+      const std::vector<std::pair<std::string, std::string>> own = {
+          {"collective", std::string(CollectiveName(kind))},
+          {"size", SizeClassLabel(sc)}};
+      uint64_t cumulative = 0;
+      for (int b = 0; b <= kBuckets; ++b) {
+        cumulative += h.buckets[b].load(std::memory_order_relaxed);
+        auto with_le = own;
+        with_le.emplace_back("le", b < kBuckets ? Seconds(bounds[b]) : "+Inf");
+        absl::StrAppend(&out, hist, "_bucket", Labels(labels, with_le), " ",
+                        cumulative, "\n");
+      }
+      absl::StrAppend(&out, hist, "_sum", Labels(labels, own), " ",
+                      Seconds(h.sum_ns.load(std::memory_order_relaxed) * 1e-9), "\n");
+      absl::StrAppend(&out, hist, "_count", Labels(labels, own), " ", count, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace relay
