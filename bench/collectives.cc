@@ -325,36 +325,14 @@ Call MakeCall(CollectiveKind kind, const Flags& f, int rank, size_t count,
   return c;
 }
 
-// A transport that moves device memory only (nccl) gets device copies of a
-// call's host images, aliased the same way (in place stays in place).
-struct DeviceImages {
-  DeviceBytes send, recv;
-};
-
-absl::Status MoveToDevice(Call& c, DeviceImages& d) {
-  RELAY_ASSIGN_OR_RETURN(const int device, CurrentDevice());
-  RELAY_ASSIGN_OR_RETURN(d.send, DeviceBytes::Allocate(c.send.size()));
-  RELAY_ASSIGN_OR_RETURN(d.recv, DeviceBytes::Allocate(c.recv.size()));
-  RELAY_RETURN_IF_ERROR(d.send.CopyFrom(c.send.data(), c.send.size()));
-  RELAY_RETURN_IF_ERROR(d.recv.CopyFrom(c.recv.data(), c.recv.size()));
-  auto map = [&](const void* p) -> char* {
-    const char* q = static_cast<const char*>(p);
-    if (q >= c.send.data() && q <= c.send.data() + c.send.size()) {
-      return d.send.data() + (q - c.send.data());
-    }
-    return d.recv.data() + (q - c.recv.data());
-  };
-  c.send_view.data = map(c.send_view.data);
-  c.send_view.device = Device::Cuda(device);
-  c.recv_view.data = map(c.recv_view.data);
-  c.recv_view.device = Device::Cuda(device);
-  return absl::OkStatus();
-}
-
-// The results back into the host images (check_view points there).
-absl::Status CopyBack(Call& c, const DeviceImages& d) {
-  RELAY_RETURN_IF_ERROR(d.send.CopyTo(c.send.data(), c.send.size()));
-  return d.recv.CopyTo(c.recv.data(), c.recv.size());
+// A transport that moves device memory only (nccl) runs on device copies of
+// a call's host images (testing/device_memory.h); the check reads the host
+// images after CopyBack.
+absl::StatusOr<DeviceMirror> MoveToDevice(Call& c) {
+  RELAY_ASSIGN_OR_RETURN(DeviceMirror m, DeviceMirror::Of(c.send, c.recv));
+  c.send_view = m.Map(c.send_view);
+  c.recv_view = m.Map(c.recv_view);
+  return m;
 }
 
 int64_t CountWrong(CollectiveKind kind, const Flags& f, int rank, size_t count,
@@ -384,8 +362,10 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   const TransportCapabilities caps = comm.capabilities();
   const bool on_device = !caps.host_memory;
   Call call = MakeCall(kind, f, rank, count, in_place);
-  DeviceImages device;
-  if (on_device) RELAY_RETURN_IF_ERROR(MoveToDevice(call, device));
+  DeviceMirror device;
+  if (on_device) {
+    RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
+  }
   CollectiveOptions options;
   options.algorithm = f.algorithm;
   options.timeout = f.timeout;
@@ -426,9 +406,14 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   *wrong = -1;
   if (f.check) {
     call = MakeCall(kind, f, rank, count, in_place);
-    if (on_device) RELAY_RETURN_IF_ERROR(MoveToDevice(call, device));
+    if (on_device) {
+    RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
+  }
     RELAY_RETURN_IF_ERROR(run(1));
-    if (on_device) RELAY_RETURN_IF_ERROR(CopyBack(call, device));
+    if (on_device) {
+      RELAY_RETURN_IF_ERROR(device.CopyBack(absl::MakeSpan(call.send),
+                                            absl::MakeSpan(call.recv)));
+    }
     *wrong = CountWrong(kind, f, rank, count, call);
   }
   return absl::OkStatus();

@@ -4,10 +4,10 @@
 //
 //   bazel run -c opt //bench:fault_sweep -- --seeds 1000 --kills 100
 //
-// Delay runs: for each seed, every collective with every algorithm (except
-// direct, which needs the shared address space the wrapper hides) at 3 and 4
-// ranks, out of place and in place, every root, runs under seeded delays and
-// reordering and is checked element by element (testing/conformance.h).
+// Delay runs: for each seed, every case of FaultSweepCases()
+// (testing/fault_transport.h: every collective and algorithm but direct, 3
+// and 4 ranks) runs under seeded delays and reordering and is checked
+// element by element (testing/conformance.h).
 // A case that fails is "wrong" if its results differ and "hung" if it hit
 // its 60 s timeout.
 //
@@ -46,17 +46,6 @@ constexpr char kUsage[] = R"(usage: fault_sweep [flags]
   std::exit(2);
 }
 
-std::vector<ConformanceCase> SweepCases() {
-  std::vector<ConformanceCase> out;
-  for (const ConformanceCase& c : ConformanceCases(4)) {
-    if (c.algorithm == Algorithm::kDirect) continue;
-    if (c.size < 3 || c.count != static_cast<size_t>(c.size) * 37 + 3) continue;
-    if (c.dtype != DataType::kFloat32) continue;
-    out.push_back(c);
-  }
-  return out;
-}
-
 int Main(int argc, char** argv) {
   int seeds = 100, kills = 20, max_delay_us = 200;
   for (int i = 1; i < argc; ++i) {
@@ -77,7 +66,7 @@ int Main(int argc, char** argv) {
   }
   absl::StatusOr<TransportFactory*> loopback = Transports().Get("loopback");
   if (!loopback.ok()) BadFlag(std::string(loopback.status().message()));
-  const std::vector<ConformanceCase> cases = SweepCases();
+  const std::vector<ConformanceCase> cases = FaultSweepCases();
 
   int64_t runs = 0, wrong = 0, hung = 0, other = 0, overtaken = 0, released = 0;
   const absl::Time start = absl::Now();

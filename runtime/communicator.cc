@@ -1,10 +1,6 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -13,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "runtime/flight_dump_signal.h"
 #include "runtime/status_macros.h"
+#include "runtime/text_file.h"
 #include "runtime/validate.h"
 
 namespace relay {
@@ -75,42 +72,9 @@ Communicator::Communicator(TransportFactory& factory,
         if (record->Set(why)) {
           transport->Abort(absl::CancelledError(
               absl::StrCat("communicator failed: ", why.message())));
-          DumpOnAbort(recorder.get(), rank, size, why.ToString());
+          WriteFlightRecordToDirectory(recorder.get(), rank, size, why.ToString());
         }
       });
-}
-
-namespace {
-
-// $RELAY_FLIGHT_RECORDER_DIR/relay_flight_rank<R>.json, or "" when unset.
-std::string FlightRecordPath(int rank) {
-  const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
-  if (dir == nullptr || dir[0] == '\0') return "";
-  return absl::StrCat(dir, "/relay_flight_rank", rank, ".json");
-}
-
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ",
-                                               std::strerror(errno)));
-  }
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  return std::fclose(f) == 0 && ok
-             ? absl::OkStatus()
-             : absl::UnavailableError(absl::StrCat("cannot write ", path));
-}
-
-}  // namespace
-
-void DumpOnAbort(const FlightRecorder* recorder, int rank, int size,
-                 const std::string& reason) {
-  const std::string path = FlightRecordPath(rank);
-  if (recorder == nullptr || path.empty()) return;
-  if (absl::Status s = WriteFile(path, recorder->ToJson(rank, size, reason));
-      !s.ok()) {
-    std::fprintf(stderr, "relay: flight recorder: %s\n", std::string(s.message()).c_str());
-  }
 }
 
 std::string Communicator::FlightRecord(absl::string_view reason) const {
@@ -123,7 +87,7 @@ std::string Communicator::FlightRecord(absl::string_view reason) const {
 
 absl::Status Communicator::DumpFlightRecord(const std::string& path,
                                             absl::string_view reason) const {
-  return WriteFile(path, FlightRecord(reason));
+  return WriteTextFile(path, FlightRecord(reason));
 }
 
 std::string Communicator::MetricsText() const {
@@ -133,7 +97,7 @@ std::string Communicator::MetricsText() const {
 }
 
 absl::Status Communicator::WriteMetrics(const std::string& path) const {
-  return WriteFile(path, MetricsText());
+  return WriteTextFile(path, MetricsText());
 }
 
 Communicator::~Communicator() {
@@ -465,7 +429,7 @@ absl::Status Communicator::Abort(absl::Status reason) {
   if (reason.ok()) reason = absl::CancelledError("aborted");
   const std::string why(reason.message());
   const bool first = abort_->Set(reason);
-  if (first) DumpOnAbort(recorder_.get(), rank_, size_, reason.ToString());
+  if (first) WriteFlightRecordToDirectory(recorder_.get(), rank_, size_, reason.ToString());
   // Both steps are idempotent, and both are needed even when a failed
   // collective already aborted the transport: the gate is closed here only.
   transport_->Abort(

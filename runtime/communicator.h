@@ -228,11 +228,6 @@ class Communicator {
   uint64_t signal_dump_handle_ = 0;
 };
 
-// Writes `recorder`'s record to $RELAY_FLIGHT_RECORDER_DIR (if set) when a
-// communicator aborts; a failure to write is reported on stderr.
-void DumpOnAbort(const FlightRecorder* recorder, int rank, int size,
-                 const std::string& reason);
-
 }  // namespace relay
 
 #endif  // RELAY_RUNTIME_COMMUNICATOR_H_

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/text_file.h"
 
 namespace relay {
 namespace {
@@ -28,7 +29,6 @@ struct Registry {
   std::mutex mu;
   std::map<uint64_t, Registered> entries;  // Guarded by mu.
   uint64_t next = 1;                       // Guarded by mu.
-  std::string dir;
   int pipe_write = -1;
 };
 
@@ -53,7 +53,6 @@ bool Install(Registry& r) {
   static const bool installed = [&r] {
     const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
     if (dir == nullptr || dir[0] == '\0') return false;
-    r.dir = dir;
     int fds[2];
     if (pipe(fds) != 0) return false;
     r.pipe_write = fds[1];
@@ -96,6 +95,20 @@ void UnregisterForSignalDump(uint64_t handle) {
   r.entries.erase(handle);
 }
 
+bool WriteFlightRecordToDirectory(const FlightRecorder* recorder, int rank,
+                                  int size, const std::string& reason) {
+  const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
+  if (recorder == nullptr || dir == nullptr || dir[0] == '\0') return false;
+  const absl::Status s = WriteTextFile(
+      absl::StrCat(dir, "/relay_flight_rank", rank, ".json"),
+      recorder->ToJson(rank, size, reason));
+  if (!s.ok()) {
+    std::fprintf(stderr, "relay: flight recorder: %s\n",
+                 std::string(s.message()).c_str());
+  }
+  return s.ok();
+}
+
 int DumpAllFlightRecords(const char* reason) {
   Registry& r = Global();
   std::vector<Registered> live;
@@ -106,17 +119,9 @@ int DumpAllFlightRecords(const char* reason) {
   int written = 0;
   for (const Registered& e : live) {
     std::shared_ptr<FlightRecorder> recorder = e.recorder.lock();
-    if (recorder == nullptr) continue;
-    const std::string path =
-        absl::StrCat(r.dir, "/relay_flight_rank", e.rank, ".json");
-    const std::string json = recorder->ToJson(e.rank, e.size, reason);
-    FILE* f = std::fopen(path.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "relay: flight recorder: cannot write %s\n", path.c_str());
-      continue;
+    if (WriteFlightRecordToDirectory(recorder.get(), e.rank, e.size, reason)) {
+      ++written;
     }
-    std::fwrite(json.data(), 1, json.size(), f);
-    if (std::fclose(f) == 0) ++written;
   }
   return written;
 }

@@ -19,10 +19,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "runtime/flight_recorder.h"
 
 namespace relay {
+
+// Writes `recorder`'s record (with `reason`) to
+// $RELAY_FLIGHT_RECORDER_DIR/relay_flight_rank<rank>.json; nothing when the
+// variable is unset or `recorder` is null. A failure is reported on stderr
+// (this runs on error paths that have a status of their own to return).
+// Returns true if it wrote the file. Communicators call it when they abort.
+bool WriteFlightRecordToDirectory(const FlightRecorder* recorder, int rank,
+                                  int size, const std::string& reason);
 
 // Returns a handle for UnregisterForSignalDump, or 0 when nothing was
 // registered (no directory set, or the recorder is off).

@@ -11,14 +11,19 @@
 namespace relay {
 namespace {
 
-void BM_RecordOneCollective(benchmark::State& state) {
-  auto recorder = std::make_shared<FlightRecorder>(1024);
+CollectiveArgs OneMegabyteAllReduce() {
   CollectiveArgs args;
   args.kind = CollectiveKind::kAllReduce;
   args.send = {reinterpret_cast<const void*>(0x10), 1 << 18, DataType::kFloat32,
                Device::Host()};
   args.recv = {reinterpret_cast<void*>(0x20), 1 << 18, DataType::kFloat32,
                Device::Host()};
+  return args;
+}
+
+void BM_RecordOneCollective(benchmark::State& state) {
+  auto recorder = std::make_shared<FlightRecorder>(1024);
+  CollectiveArgs args = OneMegabyteAllReduce();
   for (auto _ : state) {
     auto request = std::make_shared<RequestState>();
     const uint64_t token = recorder->Queued(args, 4);
@@ -34,12 +39,7 @@ BENCHMARK(BM_RecordOneCollective);
 void BM_RecordAndCount(benchmark::State& state) {
   auto recorder = std::make_shared<FlightRecorder>(1024);
   auto metrics = std::make_shared<CollectiveMetrics>();
-  CollectiveArgs args;
-  args.kind = CollectiveKind::kAllReduce;
-  args.send = {reinterpret_cast<const void*>(0x10), 1 << 18, DataType::kFloat32,
-               Device::Host()};
-  args.recv = {reinterpret_cast<void*>(0x20), 1 << 18, DataType::kFloat32,
-               Device::Host()};
+  CollectiveArgs args = OneMegabyteAllReduce();
   for (auto _ : state) {
     auto request = std::make_shared<RequestState>();
     const uint64_t token = recorder->Queued(args, 4);

@@ -126,33 +126,20 @@ absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
 
   // A transport that moves device memory only (NCCL) gets device copies of
   // both images, aliased the same way, and the results are copied back.
-  DeviceBytes device_send, device_recv;
   const bool on_device = !comm.capabilities().host_memory;
+  DeviceMirror mirror;
   if (on_device) {
-    RELAY_ASSIGN_OR_RETURN(const int device, CurrentDevice());
-    RELAY_ASSIGN_OR_RETURN(device_send, DeviceBytes::Allocate(send_mem.size()));
-    RELAY_ASSIGN_OR_RETURN(device_recv, DeviceBytes::Allocate(recv_mem.size()));
-    RELAY_RETURN_IF_ERROR(device_send.CopyFrom(send_mem.data(), send_mem.size()));
-    RELAY_RETURN_IF_ERROR(device_recv.CopyFrom(recv_mem.data(), recv_mem.size()));
-    auto to_device = [&](const char* p) -> char* {
-      if (p == nullptr) return nullptr;
-      if (p >= recv_mem.data() && p <= recv_mem.data() + recv_mem.size()) {
-        return device_recv.data() + (p - recv_mem.data());
-      }
-      return device_send.data() + (p - send_mem.data());
-    };
-    send = {to_device(send_ptr), send_count, c.dtype, Device::Cuda(device)};
-    recv = {to_device(recv_ptr), recv_count, c.dtype, Device::Cuda(device)};
+    RELAY_ASSIGN_OR_RETURN(mirror, DeviceMirror::Of(send_mem, recv_mem));
+    send = mirror.Map(send);
+    recv = mirror.Map(recv);
   }
 
   RELAY_ASSIGN_OR_RETURN(
       Request request,
       comm.Collective(c.kind, send, recv, c.op, c.root, options));
   RELAY_RETURN_IF_ERROR(request.Wait());
-  if (on_device) {
-    RELAY_RETURN_IF_ERROR(device_send.CopyTo(send_mem.data(), send_mem.size()));
-    RELAY_RETURN_IF_ERROR(device_recv.CopyTo(recv_mem.data(), recv_mem.size()));
-  }
+  if (on_device) RELAY_RETURN_IF_ERROR(mirror.CopyBack(absl::MakeSpan(send_mem),
+                                                       absl::MakeSpan(recv_mem)));
 
   const std::vector<double> want = Expected(c.kind, c.dtype, c.op, c.root,
                                             rank, c.count, inputs);
@@ -303,25 +290,13 @@ std::vector<std::vector<double>> AllInputs(const ConformanceCase& c) {
   return inputs;
 }
 
-class AtomicArrivals final : public BarrierArrivals {
- public:
-  absl::Status Arrive() override {
-    count_.fetch_add(1);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<int> Count() override { return count_.load(); }
-
- private:
-  std::atomic<int> count_{0};
-};
-
 }  // namespace
 
 absl::Status RunConformanceCase(const ConformanceCase& c,
                                 TransportFactory& factory,
                                 const CollectiveEngine& engine) {
   const std::vector<std::vector<double>> inputs = AllInputs(c);
-  AtomicArrivals arrived;
+  ThreadArrivals arrived;
   return RunRanks(c.size, factory, engine, [&](Communicator& comm) {
     return RunOneRank(c, comm, inputs, arrived);
   });

@@ -18,6 +18,7 @@
 #ifndef RELAY_TESTING_CONFORMANCE_H_
 #define RELAY_TESTING_CONFORMANCE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -78,6 +79,19 @@ class BarrierArrivals {
   virtual ~BarrierArrivals() = default;
   virtual absl::Status Arrive() = 0;
   virtual absl::StatusOr<int> Count() = 0;
+};
+
+// BarrierArrivals for ranks that are threads of this process.
+class ThreadArrivals final : public BarrierArrivals {
+ public:
+  absl::Status Arrive() override {
+    count_.fetch_add(1);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int> Count() override { return count_.load(); }
+
+ private:
+  std::atomic<int> count_{0};
 };
 
 // Runs one case on this rank of `comm` (ranks are processes: each calls it

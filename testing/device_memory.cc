@@ -141,4 +141,47 @@ DeviceBytes& DeviceBytes::operator=(DeviceBytes&& other) noexcept {
   return *this;
 }
 
+absl::StatusOr<DeviceMirror> DeviceMirror::Of(absl::Span<const char> send,
+                                              absl::Span<const char> recv) {
+  DeviceMirror m;
+  absl::StatusOr<int> device = CurrentDevice();
+  if (!device.ok()) return device.status();
+  m.device_ = *device;
+  m.send_host_ = send.data();
+  m.send_size_ = send.size();
+  m.recv_host_ = recv.data();
+  for (auto [image, copy] : {std::pair{send, &m.send_}, std::pair{recv, &m.recv_}}) {
+    absl::StatusOr<DeviceBytes> bytes = DeviceBytes::Allocate(image.size());
+    if (!bytes.ok()) return bytes.status();
+    *copy = *std::move(bytes);
+    if (absl::Status s = copy->CopyFrom(image.data(), image.size()); !s.ok()) {
+      return s;
+    }
+  }
+  return m;
+}
+
+void* DeviceMirror::MapPointer(const void* host) const {
+  const char* p = static_cast<const char*>(host);
+  if (p == nullptr) return nullptr;
+  if (p >= send_host_ && p <= send_host_ + send_size_) {
+    return send_.data() + (p - send_host_);
+  }
+  return recv_.data() + (p - recv_host_);
+}
+
+ConstBuffer DeviceMirror::Map(const ConstBuffer& host) const {
+  return {MapPointer(host.data), host.count, host.dtype, Device::Cuda(device_)};
+}
+
+Buffer DeviceMirror::Map(const Buffer& host) const {
+  return {MapPointer(host.data), host.count, host.dtype, Device::Cuda(device_)};
+}
+
+absl::Status DeviceMirror::CopyBack(absl::Span<char> send,
+                                    absl::Span<char> recv) const {
+  if (absl::Status s = send_.CopyTo(send.data(), send.size()); !s.ok()) return s;
+  return recv_.CopyTo(recv.data(), recv.size());
+}
+
 }  // namespace relay

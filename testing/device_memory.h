@@ -19,6 +19,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/buffer.h"
 
 namespace relay {
 
@@ -72,6 +74,34 @@ class DeviceBytes {
   char* data_ = nullptr;
   size_t size_ = 0;
   int device_ = -1;
+};
+
+// Device copies of a call's two host images (send and recv), for transports
+// that move device memory only: a host pointer into either image maps to the
+// same offset of its copy, so aliasing (in place) is kept.
+//
+//   RELAY_ASSIGN_OR_RETURN(DeviceMirror m, DeviceMirror::Of(send_mem, recv_mem));
+//   ConstBuffer send = m.Map(host_send);   // same count and dtype, on the GPU
+//   ... run, wait ...
+//   RELAY_RETURN_IF_ERROR(m.CopyBack(send_mem, recv_mem));
+class DeviceMirror {
+ public:
+  static absl::StatusOr<DeviceMirror> Of(absl::Span<const char> send,
+                                         absl::Span<const char> recv);
+  // `host` (a view into one of the images) as a view of the device copy.
+  ConstBuffer Map(const ConstBuffer& host) const;
+  Buffer Map(const Buffer& host) const;
+  // Both device copies back into the host images (same sizes as given).
+  absl::Status CopyBack(absl::Span<char> send, absl::Span<char> recv) const;
+
+ private:
+  void* MapPointer(const void* host) const;
+
+  const char* send_host_ = nullptr;
+  size_t send_size_ = 0;
+  const char* recv_host_ = nullptr;
+  DeviceBytes send_, recv_;
+  int device_ = 0;
 };
 
 }  // namespace relay

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
+#include "testing/conformance.h"
 
 namespace relay {
 namespace {
@@ -237,6 +238,18 @@ class FaultInjectingTransport final : public Transport {
 };
 
 }  // namespace
+
+std::vector<ConformanceCase> FaultSweepCases() {
+  std::vector<ConformanceCase> out;
+  for (const ConformanceCase& c : ConformanceCases(4)) {
+    if (c.algorithm == Algorithm::kDirect || c.size < 3) continue;
+    const bool uneven = c.count == static_cast<size_t>(c.size) * 37 + 3;
+    if (c.kind != CollectiveKind::kBarrier && !uneven) continue;
+    if (c.dtype != DataType::kFloat32) continue;
+    out.push_back(c);
+  }
+  return out;
+}
 
 std::string FaultPlan::ToString() const {
   std::string s = absl::StrCat("seed ", seed, ", delay p=", delay_probability,

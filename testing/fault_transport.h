@@ -43,11 +43,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "runtime/transport.h"
 
 namespace relay {
+
+struct ConformanceCase;
+
+// What the fault tests and bench/fault_sweep run under a plan: every
+// collective with every algorithm the wrapper can carry (all but direct) at
+// 3 and 4 ranks, with a count that does not divide evenly (barrier: none),
+// float32 sum, every root, out of place and in place.
+std::vector<ConformanceCase> FaultSweepCases();
 
 struct FaultPlan {
   uint64_t seed = 1;

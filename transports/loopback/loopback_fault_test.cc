@@ -17,24 +17,10 @@
 namespace relay {
 namespace {
 
-// Every collective and every algorithm except direct (which needs the
-// shared address space the wrapper hides), at 3 and 4 ranks, a count that
-// does not divide evenly, out of place and in place, every root.
-std::vector<ConformanceCase> ShapeCases() {
-  std::vector<ConformanceCase> out;
-  for (const ConformanceCase& c : ConformanceCases(4)) {
-    if (c.algorithm == Algorithm::kDirect) continue;
-    if (c.size < 3 || c.count != static_cast<size_t>(c.size) * 37 + 3) continue;
-    if (c.dtype != DataType::kFloat32 && c.kind != CollectiveKind::kBarrier) continue;
-    out.push_back(c);
-  }
-  return out;
-}
-
 TEST(FaultTransportTest, DelaysAndReorderingKeepEveryAlgorithmCorrect) {
   static LoopbackTransportFactory loopback(LoopbackOptions{false, false});
   static ScheduleEngine engine;
-  const std::vector<ConformanceCase> cases = ShapeCases();
+  const std::vector<ConformanceCase> cases = FaultSweepCases();
   ASSERT_GT(cases.size(), 40u);
   int64_t overtaken = 0, released = 0;
   for (uint64_t seed : {1, 2, 3}) {

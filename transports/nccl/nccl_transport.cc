@@ -337,7 +337,6 @@ class NcclTransport final : public Transport {
                                     absl::Time deadline) override;
   absl::StatusOr<Request> Collective(const CollectiveArgs& args) override;
 
-  bool Progress() override { return false; }
   void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
 
  private:

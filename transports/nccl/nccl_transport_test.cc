@@ -33,18 +33,6 @@ RankSetup OneGpuPerRank() {
   return [](int rank) { return SetCurrentDevice(rank); };
 }
 
-class Arrivals final : public BarrierArrivals {
- public:
-  absl::Status Arrive() override {
-    count_.fetch_add(1);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<int> Count() override { return count_.load(); }
-
- private:
-  std::atomic<int> count_{0};
-};
-
 TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
   if (Gpus() > 0) GTEST_SKIP() << "a GPU is visible";
   EXPECT_FALSE(Factory().IsViable());
@@ -61,7 +49,7 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
 void RunConformance(int n) {
   const std::vector<ConformanceCase> cases = NativeConformanceCases(n);
   ASSERT_FALSE(cases.empty());
-  std::vector<Arrivals> arrivals(cases.size());
+  std::vector<ThreadArrivals> arrivals(cases.size());
   std::atomic<int> failures{0};
   CommunicatorOptions options;
   options.default_timeout = absl::Seconds(60);
