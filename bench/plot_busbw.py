@@ -4,30 +4,34 @@
 Usage: plot_busbw.py DIR OUT.svg COLLECTIVE...
 
 For each collective, every DIR/<variant>_<collective>_<round>.json
-(bench/report.h's JSON) is a variant ("raw", "relay", ...); the line is the
+(bench/report.h's JSON, or its .txt table where a cut-off run wrote no
+JSON) is a variant ("raw", "relay", ...); the line is the
 best out-of-place busbw per size over its rounds. One panel per collective,
 log2 size axis. No plotting library needed (GPU hosts may lack one).
 """
 import glob
-import json
 import math
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_rows import load_rows  # noqa: E402
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
 
 
 def series(d, collective):
     out = {}
-    for path in sorted(glob.glob(os.path.join(d, f"*_{collective}_*.json"))):
-        m = re.match(rf"(.+)_{collective}_\d+\.json$", os.path.basename(path))
+    runs = {os.path.splitext(p)[0] for p in
+            glob.glob(os.path.join(d, f"*_{collective}_*.json")) +
+            glob.glob(os.path.join(d, f"*_{collective}_*.txt"))}
+    for run in sorted(runs):
+        m = re.match(rf"(.+)_{collective}_\d+$", os.path.basename(run))
         if not m:
             continue
-        with open(path) as f:
-            run = json.load(f)["runs"][0]
         best = out.setdefault(m.group(1), {})
-        for row in run["rows"]:
+        for row in load_rows(run + ".json"):
             bw = row["out_of_place"]["busbw"]
             best[row["size"]] = max(best.get(row["size"], 0), bw)
     return out

@@ -33,5 +33,5 @@ for t in "${targets[@]}"; do
   chmod u+w "$out/$(basename "$path")"
 done
 cp -f tools/relayrun bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
-  bench/gpu/compare_nccl.py bench/plot_busbw.py "$out/"
+  bench/gpu/compare_nccl.py bench/plot_busbw.py bench/report_rows.py "$out/"
 echo "built into $out/: $(ls "$out" | tr '\n' ' ')"

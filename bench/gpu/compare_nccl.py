@@ -4,26 +4,31 @@
 Usage: compare_nccl.py COLLECTIVE DIR ROUNDS VARIANT...
 
 Reads DIR/raw_<c>_<k>.json and DIR/<variant>_<c>_<k>.json for rounds k = 1..ROUNDS
-(bench/report.h's JSON) and prints a Markdown table per size: the best
+(bench/report.h's JSON; where a run was cut off before writing its JSON, the
+rows its .txt table printed) and prints a Markdown table per size: the best
 (lowest) out-of-place time of each side over the rounds, the time relay adds,
 both busbws and their ratio. Best-of-rounds on both sides, so a noisy round
 on either does not decide the ratio. Exits 1 if any row was wrong.
 """
-import json
+import os
 import sys
+
+# report_rows.py sits in bench/ in the repository and beside this script in
+# the folder bench/gpu/build.sh fills.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [_here, os.path.dirname(_here)]
+from report_rows import load_rows  # noqa: E402
 
 
 def best_rows(path_pattern, rounds):
     best = {}
     wrong = 0
     for k in range(1, rounds + 1):
-        with open(path_pattern % k) as f:
-            run = json.load(f)["runs"][0]
-        for row in run["rows"]:
+        for row in load_rows(path_pattern % k):
             oop = row["out_of_place"]
-            wrong += oop["wrong"] or 0
+            wrong += max(oop["wrong"] or 0, 0)
             if row.get("in_place"):
-                wrong += row["in_place"]["wrong"] or 0
+                wrong += max(row["in_place"]["wrong"] or 0, 0)
             size = row["size"]
             if size not in best or oop["time_us"] < best[size]["time_us"]:
                 best[size] = oop

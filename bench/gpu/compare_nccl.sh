@@ -32,12 +32,12 @@ for c in $collectives; do
     # Results are checked in the first round (checking 1 GB rows on the
     # host takes longer than timing them).
     check=$([ "$round" = 1 ] && echo 1 || echo 0)
-    echo "== $c round $round: raw NCCL" >&2
+    echo "== $(date -u +%T) $c round $round: raw NCCL" >&2
     "$here/nccl_collectives" "${sweep[@]}" -c "$check" -t 1 --collective "$c" \
       --json "$out/raw_${c}_$round.json" >"$out/raw_${c}_$round.txt"
     for stream in ${STREAMS:-default own}; do
       variant=relay; [ "$stream" = own ] && variant=relay-own-stream
-      echo "== $c round $round: $variant" >&2
+      echo "== $(date -u +%T) $c round $round: $variant" >&2
       "$here/collectives" "${sweep[@]}" -c "$check" --transport nccl --ranks "$gpus" \
         --cuda-stream "$stream" --collective "$c" \
         --json "$out/${variant}_${c}_$round.json" >"$out/${variant}_${c}_$round.txt"
