@@ -5,11 +5,13 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "collectives/device_stream_ops.h"
 #include "collectives/direct.h"
 #include "collectives/executor.h"
 #include "collectives/linear.h"
 #include "collectives/recursive.h"
 #include "collectives/ring.h"
+#include "collectives/stream_executor.h"
 #include "collectives/tree.h"
 #include "runtime/transport.h"
 
@@ -18,6 +20,16 @@ namespace {
 
 // Well under the 2^16 lanes a tag can name (runtime/tag.h).
 constexpr size_t kMaxPipelineLanes = 256;
+
+// On device buffers every lane's step is one transport batch (an NCCL group
+// and its launch): lanes are few and large there, enough to overlap one
+// lane's reduction with the next lane's transfer.
+constexpr size_t kDeviceMinLaneBytes = size_t{4} << 20;
+
+bool OnDevice(const CollectiveArgs& a) {
+  return (a.send.count > 0 && !a.send.device.is_host()) ||
+         (a.recv.count > 0 && !a.recv.device.is_host());
+}
 
 absl::Status ReadSize(const char* name, size_t* out) {
   const char* value = std::getenv(name);
@@ -53,6 +65,11 @@ ScheduleEngine::ScheduleEngine() {
   if (config_error_.ok()) {
     config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
   }
+}
+
+ScheduleEngine::ScheduleEngine(std::shared_ptr<StreamOps> host_stream_ops)
+    : ScheduleEngine() {
+  host_stream_ops_ = std::move(host_stream_ops);
 }
 
 absl::Status ScheduleEngine::Supports(CollectiveKind kind,
@@ -198,6 +215,22 @@ absl::StatusOr<Request> ScheduleEngine::Start(
         CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
         "' does not implement it"));
   }
+  const bool on_device = OnDevice(args);
+  if (on_device) {
+    if (!caps.stream_ordered || algorithm == Algorithm::kDirect) {
+      return absl::UnimplementedError(absl::StrCat(
+          CollectiveName(args.kind), ": relay's algorithm '",
+          AlgorithmName(algorithm), "' on device buffers needs a "
+          "stream-ordered transport (nccl) and an algorithm other than "
+          "direct; ", transport->name(), " is ",
+          caps.stream_ordered ? "one" : "not"));
+    }
+    if (!DeviceStreamOpsAvailable()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          CollectiveName(args.kind), ": device buffers, but this build has "
+          "no CUDA or no GPU is visible"));
+    }
+  }
   if (algorithm == Algorithm::kDirect) {
     return StartDirect(std::move(transport), args, count);
   }
@@ -217,7 +250,9 @@ absl::StatusOr<Request> ScheduleEngine::Start(
                          args.kind == CollectiveKind::kReduce;
   if (pipelined) {
     const size_t bytes = ModelBytes(args.kind, count, dtype, size);
-    params.lanes = std::clamp<size_t>(bytes / segment_bytes_, 1, kMaxPipelineLanes);
+    params.lanes = on_device
+        ? std::clamp<size_t>(bytes / kDeviceMinLaneBytes, 1, pipeline_depth_)
+        : std::clamp<size_t>(bytes / segment_bytes_, 1, kMaxPipelineLanes);
     params.lanes = std::min(params.lanes, std::max<size_t>(count, 1));
   }
 
@@ -232,8 +267,13 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   ctx.window = pipeline_depth_;
   ctx.gate = args.gate;
   ctx.on_failure = args.on_failure;
-  return ExecuteSchedule(BuildSchedule(args.kind, algorithm, params),
-                         std::move(ctx));
+  Schedule schedule = BuildSchedule(args.kind, algorithm, params);
+  if (on_device || host_stream_ops_ != nullptr) {
+    return ExecuteScheduleOnStream(
+        std::move(schedule), std::move(ctx), args.stream,
+        on_device ? DeviceStreamOps() : host_stream_ops_);
+  }
+  return ExecuteSchedule(std::move(schedule), std::move(ctx));
 }
 
 }  // namespace relay

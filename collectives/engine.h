@@ -4,13 +4,16 @@
 // algorithm (CollectiveOptions::algorithm, else RELAY_ALGORITHM, else the
 // cost model of selection.h), builds this rank's schedule with the pure
 // builders (ring.h, recursive.h, tree.h, linear.h) and runs it with the
-// executor (executor.h) over the communicator's transport.
+// executor (executor.h) over the communicator's transport; on device
+// buffers over a stream-ordered transport (NCCL), with the stream executor
+// (stream_executor.h), at most RELAY_PIPELINE_DEPTH lanes of >= 4 MiB.
 //
 // Environment, read once when the engine is built:
 //   RELAY_ALGORITHM       per-collective overrides (selection.h).
 //   RELAY_SEGMENT_BYTES   pipeline segment size for ring, broadcast and
 //                         reduce (default 1 MiB); one lane per segment.
-//   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2).
+//   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2); on device
+//                         buffers, the lanes (and lane streams) of a call.
 // A malformed value makes every call fail with InvalidArgument naming it.
 //
 // Example:
@@ -26,6 +29,7 @@
 #include "absl/status/status.h"
 #include "collectives/schedule.h"
 #include "collectives/selection.h"
+#include "collectives/stream_ops.h"
 #include "runtime/collective.h"
 
 namespace relay {
@@ -33,6 +37,10 @@ namespace relay {
 class ScheduleEngine final : public CollectiveEngine {
  public:
   ScheduleEngine();  // Reads the environment.
+  // Runs every schedule, host buffers included, through the stream
+  // executor with `host_stream_ops` (tests: its logic on machines without
+  // a GPU, with testing/host_stream_ops.h).
+  explicit ScheduleEngine(std::shared_ptr<StreamOps> host_stream_ops);
 
   absl::Status Supports(CollectiveKind kind,
                         Algorithm algorithm) const override;
@@ -49,6 +57,7 @@ class ScheduleEngine final : public CollectiveEngine {
   AlgorithmOverrides overrides_;
   size_t segment_bytes_ = size_t{1} << 20;
   size_t pipeline_depth_ = 2;
+  std::shared_ptr<StreamOps> host_stream_ops_;
 };
 
 // Builds one rank's schedule; exposed for tests and tools.

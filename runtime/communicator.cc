@@ -147,14 +147,13 @@ absl::StatusOr<Request> Communicator::StartCollective(
   }
   const bool on_device = (args.send.count > 0 && !args.send.device.is_host()) ||
                          (args.recv.count > 0 && !args.recv.device.is_host());
-  if (on_device && args.algorithm != Algorithm::kNative &&
-      !(args.algorithm == Algorithm::kAuto && caps.native_collectives)) {
-    // relay's own algorithms reduce and copy with host code.
+  if (on_device && !caps.stream_ordered && !caps.native_collectives) {
+    // relay's own algorithms run on device buffers through streams
+    // (collectives/stream_executor.h), which this transport lacks.
     return absl::UnimplementedError(absl::StrCat(
-        CollectiveName(args.kind), ": relay's own algorithms ('",
-        AlgorithmName(args.algorithm), "') run on host memory only in this "
-        "build; device buffers need a transport with native collectives "
-        "(nccl) and algorithm auto or native"));
+        CollectiveName(args.kind), ": device buffers over ",
+        transport_->name(), ", which neither queues work on CUDA streams "
+        "nor has native collectives"));
   }
   if (args.algorithm != Algorithm::kNative) {
     RELAY_RETURN_IF_ERROR(engine_.Supports(args.kind, args.algorithm));

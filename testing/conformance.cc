@@ -280,6 +280,14 @@ std::vector<ConformanceCase> NativeConformanceCases(int size) {
   return cases;
 }
 
+std::vector<ConformanceCase> DeviceConformanceCases(int size) {
+  std::vector<ConformanceCase> cases = NativeConformanceCases(size);
+  for (const ConformanceCase& c : ConformanceCasesForSize(size)) {
+    if (c.algorithm != Algorithm::kDirect) cases.push_back(c);
+  }
+  return cases;
+}
+
 namespace {
 
 std::vector<std::vector<double>> AllInputs(const ConformanceCase& c) {

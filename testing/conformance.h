@@ -65,6 +65,12 @@ std::vector<ConformanceCase> ConformanceCasesForSize(int size);
 // root, in place and out of place; every dtype and op for the reductions.
 std::vector<ConformanceCase> NativeConformanceCases(int size);
 
+// The matrix for a transport of device memory that queues work on streams
+// (NCCL): its native collectives, and every case of relay's own algorithms
+// for `size` but direct (which needs a shared address space), run by the
+// stream executor (collectives/stream_executor.h).
+std::vector<ConformanceCase> DeviceConformanceCases(int size);
+
 // Runs one case on `c.size` ranks as threads; OK or an error naming the
 // rank and the first mismatching elements.
 absl::Status RunConformanceCase(const ConformanceCase& c,

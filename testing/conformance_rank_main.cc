@@ -100,11 +100,11 @@ int Main(int argc, char** argv) {
   const int rank = env->rank;
   std::vector<ConformanceCase> cases;
   const TransportCapabilities caps = (*comm)->capabilities();
-  // relay's own algorithms run on host memory only: a device-memory
-  // transport runs the matrix of its native collectives.
+  // A device-memory transport runs its native collectives and relay's own
+  // algorithms on device buffers.
   const std::vector<ConformanceCase> matrix =
       caps.host_memory ? ConformanceCasesForSize(env->size)
-                       : NativeConformanceCases(env->size);
+                       : DeviceConformanceCases(env->size);
   for (const ConformanceCase& c : matrix) {
     // Direct algorithms need ranks that share an address space.
     if (c.algorithm == Algorithm::kDirect && !caps.shared_address_space) {

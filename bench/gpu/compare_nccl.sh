@@ -12,7 +12,10 @@
 # Usage: compare_nccl.sh OUT_DIR [MAX_SIZE] [ROUNDS] [COLLECTIVES]
 #   defaults: 1G, 2, "all_reduce all_gather reduce_scatter"
 # STREAMS="default own" (the default) runs relay both ways; STREAMS=default
-# runs only the no-stream variant.
+# runs only the no-stream variant. RING=1 (the default) also runs relay's own
+# ring algorithm over NCCL point-to-point (variant relay-ring, no stream);
+# RING=0 leaves it out. MIN_SIZE (default 8) is the sweep's first size.
+# With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: compare_nccl.sh OUT_DIR [MAX_SIZE] [ROUNDS] [COLLECTIVES]}"
@@ -21,8 +24,12 @@ rounds="${3:-2}"
 collectives="${4:-all_reduce all_gather reduce_scatter}"
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
-gpus=$(nvidia-smi -L | wc -l)
-sweep=(-b 8 -e "$max" -f 2 -n 20 -w 5)
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+else
+  gpus=$(nvidia-smi -L | wc -l)
+fi
+sweep=(-b "${MIN_SIZE:-8}" -e "$max" -f 2 -n 20 -w 5)
 {
   echo "# $(date -u +%FT%TZ) $(hostname): $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds (round 1 checked)"
@@ -35,16 +42,23 @@ for c in $collectives; do
     echo "== $(date -u +%T) $c round $round: raw NCCL" >&2
     "$here/nccl_collectives" "${sweep[@]}" -c "$check" -t 1 --collective "$c" \
       --json "$out/raw_${c}_$round.json" >"$out/raw_${c}_$round.txt"
+    variants=""
     for stream in ${STREAMS:-default own}; do
       variant=relay; [ "$stream" = own ] && variant=relay-own-stream
+      variants="$variants $variant"
       echo "== $(date -u +%T) $c round $round: $variant" >&2
       "$here/collectives" "${sweep[@]}" -c "$check" --transport nccl --ranks "$gpus" \
         --cuda-stream "$stream" --collective "$c" \
         --json "$out/${variant}_${c}_$round.json" >"$out/${variant}_${c}_$round.txt"
     done
+    if [ "${RING:-1}" = 1 ]; then
+      variants="$variants relay-ring"
+      echo "== $(date -u +%T) $c round $round: relay-ring" >&2
+      "$here/collectives" "${sweep[@]}" -c "$check" --transport nccl --ranks "$gpus" \
+        --algorithm ring --collective "$c" \
+        --json "$out/relay-ring_${c}_$round.json" >"$out/relay-ring_${c}_$round.txt"
+    fi
   done
-  variants=relay
-  [[ " ${STREAMS:-default own} " == *" own "* ]] && variants="relay relay-own-stream"
   python3 "$here/compare_nccl.py" "$c" "$out" "$rounds" $variants \
     | tee "$out/ratio_$c.md"
 done

@@ -3,6 +3,7 @@
 #include "collectives/engine.h"
 #include "gtest/gtest.h"
 #include "testing/conformance.h"
+#include "testing/host_stream_ops.h"
 #include "transports/loopback/loopback_transport.h"
 
 namespace relay {
@@ -50,6 +51,31 @@ std::vector<ConformanceCase> PlainCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackPlainConformanceTest,
+                         ::testing::ValuesIn(PlainCases()),
+                         ConformanceCaseName<
+                             ::testing::TestParamInfo<ConformanceCase>>);
+
+// The same cases through the stream executor (collectives/stream_executor.h),
+// which runs relay's algorithms on device buffers, here with host "streams"
+// (testing/host_stream_ops.h): its lanes, lane streams, RecvReduce staging
+// and scratch on every algorithm but direct, without a GPU.
+class LoopbackStreamExecutorConformanceTest
+    : public ::testing::TestWithParam<ConformanceCase> {};
+
+// Verifies every rank's result, and that the run freed what it allocated.
+TEST_P(LoopbackStreamExecutorConformanceTest, MatchesReference) {
+  static LoopbackTransportFactory factory(LoopbackOptions{false, false});
+  static auto* ops = new std::shared_ptr<HostStreamOps>(
+      std::make_shared<HostStreamOps>());
+  static ScheduleEngine engine(*ops);
+  absl::Status status = RunConformanceCase(GetParam(), factory, engine);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_EQ((*ops)->live_allocations(), 0);
+  EXPECT_EQ((*ops)->live_streams(), 0);
+  EXPECT_EQ((*ops)->live_events(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackStreamExecutorConformanceTest,
                          ::testing::ValuesIn(PlainCases()),
                          ConformanceCaseName<
                              ::testing::TestParamInfo<ConformanceCase>>);

@@ -457,12 +457,18 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                       NcclStatus(ncclGroupStart(), "ncclGroupStart", c.comm));
                   absl::Status s;
                   for (const PeerOp& op : ops) {
+                    // An empty message is still a message (a barrier's
+                    // token): NCCL would skip a 0-byte send, so it moves one
+                    // byte of the barrier scratch instead.
+                    void* data = op.data.bytes() > 0 ? op.data.data
+                                                     : c.barrier_scratch;
+                    const size_t bytes = std::max<size_t>(op.data.bytes(), 1);
                     const ncclResult_t r =
                         op.kind == PeerOp::Kind::kSend
-                            ? ncclSend(op.data.data, op.data.bytes(), ncclUint8,
-                                       op.peer, c.comm, c.stream)
-                            : ncclRecv(op.data.data, op.data.bytes(), ncclUint8,
-                                       op.peer, c.comm, c.stream);
+                            ? ncclSend(data, bytes, ncclUint8, op.peer, c.comm,
+                                       c.stream)
+                            : ncclRecv(data, bytes, ncclUint8, op.peer, c.comm,
+                                       c.stream);
                     if (s.ok()) {
                       s = NcclStatus(r, op.kind == PeerOp::Kind::kSend
                                             ? "ncclSend" : "ncclRecv", c.comm);

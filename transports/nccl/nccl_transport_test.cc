@@ -44,10 +44,10 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
       << comm.status();
 }
 
-// The conformance matrix of native collectives on `n` GPUs driven by one
-// thread each, one group for every case.
+// The conformance matrix on `n` GPUs driven by one thread each: NCCL's
+// native collectives and relay's own algorithms on device buffers.
 void RunConformance(int n) {
-  const std::vector<ConformanceCase> cases = NativeConformanceCases(n);
+  const std::vector<ConformanceCase> cases = DeviceConformanceCases(n);
   ASSERT_FALSE(cases.empty());
   std::vector<ThreadArrivals> arrivals(cases.size());
   std::atomic<int> failures{0};

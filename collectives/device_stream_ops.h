@@ -1,0 +1,30 @@
+// File: collectives/device_stream_ops.h
+//
+// CUDA's StreamOps: non-blocking streams, events without timing,
+// cudaMallocAsync/cudaFreeAsync from the device's default pool, the device
+// reduction kernels of device_reduce.h, and Request::StreamWait. Work goes
+// to the device current on the calling thread.
+//
+// Example:
+//   if (DeviceStreamOpsAvailable()) {
+//     Request r = ExecuteScheduleOnStream(schedule, ctx, stream,
+//                                         DeviceStreamOps());
+//   }
+#ifndef RELAY_COLLECTIVES_DEVICE_STREAM_OPS_H_
+#define RELAY_COLLECTIVES_DEVICE_STREAM_OPS_H_
+
+#include <memory>
+
+#include "collectives/stream_ops.h"
+
+namespace relay {
+
+// True if this build has CUDA and a GPU is visible.
+bool DeviceStreamOpsAvailable();
+
+// One shared instance (stateless).
+std::shared_ptr<StreamOps> DeviceStreamOps();
+
+}  // namespace relay
+
+#endif  // RELAY_COLLECTIVES_DEVICE_STREAM_OPS_H_
