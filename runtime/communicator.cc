@@ -34,6 +34,18 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     return absl::InvalidArgumentError(
         "Communicator::Create: default timeout must be positive");
   }
+  if (options.failure_poll_interval < absl::ZeroDuration() ||
+      (options.peer_timeout < absl::ZeroDuration() &&
+       options.peer_timeout != CommunicatorOptions::kDefaultPeerTimeout)) {
+    return absl::InvalidArgumentError(
+        "Communicator::Create: failure_poll_interval and peer_timeout must "
+        "not be negative");
+  }
+  if (options.peer_timeout == CommunicatorOptions::kDefaultPeerTimeout) {
+    RELAY_ASSIGN_OR_RETURN(FailureMonitorOptions from_env,
+                           FailureMonitorOptionsFromEnvironment());
+    options.peer_timeout = from_env.peer_timeout;
+  }
   absl::StatusOr<CheckLevel> level = ResolveCheckLevel(options.check_level);
   if (!level.ok()) return level.status();
   options.check_level = *level;
@@ -66,12 +78,31 @@ Communicator::Communicator(TransportFactory& factory,
                           options.flight_recorder_entries)
                     : nullptr) {
   signal_dump_handle_ = RegisterForSignalDump(recorder_, rank_, size_);
+  if (size_ > 1 && options_.failure_poll_interval > absl::ZeroDuration()) {
+    FailureMonitorOptions monitor_options;
+    monitor_options.poll_interval = options_.failure_poll_interval;
+    monitor_options.peer_timeout = options_.peer_timeout;
+    // Another rank failed: everything pending here fails with Unavailable
+    // naming it, and nothing is published (the news is not this rank's).
+    monitor_ = std::make_shared<FailureMonitor>(
+        store_, rank_, size_, monitor_options,
+        [record = abort_, transport = transport_, recorder = recorder_,
+         rank = rank_, size = size_](absl::Status why) {
+          if (record->Set(why)) {
+            transport->Abort(why);
+            WriteFlightRecordToDirectory(recorder.get(), rank, size,
+                                         why.ToString());
+          }
+        });
+  }
   on_failure_ = std::make_shared<const FailureHook>(
       [record = abort_, transport = transport_, recorder = recorder_,
-       rank = rank_, size = size_](const absl::Status& why) {
+       monitor = std::weak_ptr<FailureMonitor>(monitor_), rank = rank_,
+       size = size_](const absl::Status& why) {
         if (record->Set(why)) {
           transport->Abort(absl::CancelledError(
               absl::StrCat("communicator failed: ", why.message())));
+          if (auto m = monitor.lock()) m->Publish(why);
           WriteFlightRecordToDirectory(recorder.get(), rank, size, why.ToString());
         }
       });
@@ -102,6 +133,9 @@ absl::Status Communicator::WriteMetrics(const std::string& path) const {
 
 Communicator::~Communicator() {
   UnregisterForSignalDump(signal_dump_handle_);
+  // Writes this rank's failure if one is pending, else that it left
+  // normally (so its silent heartbeat is not taken for a crash).
+  monitor_.reset();
   // Nothing may write into user buffers once the owner thinks it is gone.
   transport_->Abort(absl::CancelledError("communicator destroyed"));
   gate_->Close();
@@ -428,7 +462,12 @@ absl::Status Communicator::Abort(absl::Status reason) {
   if (reason.ok()) reason = absl::CancelledError("aborted");
   const std::string why(reason.message());
   const bool first = abort_->Set(reason);
-  if (first) WriteFlightRecordToDirectory(recorder_.get(), rank_, size_, reason.ToString());
+  if (first) {
+    // Only a first abort is news: one that follows a failure already
+    // reported (often the caller's reaction to it) is not published again.
+    if (monitor_ != nullptr) monitor_->Publish(reason);
+    WriteFlightRecordToDirectory(recorder_.get(), rank_, size_, reason.ToString());
+  }
   // Both steps are idempotent, and both are needed even when a failed
   // collective already aborted the transport: the gate is closed here only.
   transport_->Abort(

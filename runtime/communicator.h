@@ -50,6 +50,7 @@
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
+#include "runtime/failure_monitor.h"
 #include "runtime/fingerprint.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/metrics.h"
@@ -93,6 +94,18 @@ struct CommunicatorOptions {
   // $RELAY_FLIGHT_RECORDER_DIR/relay_flight_rank<R>.json if that variable is
   // set; tools/relay_analyze reads every rank's file.
   size_t flight_recorder_entries = 1024;
+  // Failure propagation (runtime/failure_monitor.h): a rank that aborts
+  // (Abort, or a failed or timed-out collective) tells the others through
+  // the store, and their pending and later operations fail at once with
+  // Unavailable naming it. With peer_timeout > 0 ranks also watch each
+  // other's heartbeats, so a dead or frozen process is found within
+  // peer_timeout. kDefault: RELAY_PEER_TIMEOUT (seconds; 0 turns heartbeats
+  // off), else 30 s. poll_interval 0 turns propagation off.
+  absl::Duration failure_poll_interval = absl::Milliseconds(250);
+  absl::Duration peer_timeout = kDefaultPeerTimeout;
+
+  // Marks peer_timeout as "from the environment, else 30 s".
+  static constexpr absl::Duration kDefaultPeerTimeout = absl::Seconds(-1);
 };
 
 class Communicator {
@@ -226,6 +239,9 @@ class Communicator {
       std::make_shared<CollectiveMetrics>();
   // RegisterForSignalDump's handle (runtime/flight_dump_signal.h); 0: none.
   uint64_t signal_dump_handle_ = 0;
+  // Null for one rank or with failure_poll_interval 0. Shared with the
+  // failure hook, which publishes this rank's failure through it.
+  std::shared_ptr<FailureMonitor> monitor_;
 };
 
 }  // namespace relay

@@ -20,20 +20,26 @@ fail() {
   failures=$((failures + 1))
 }
 
-# run LABEL N VICTIM TIMEOUT [VAR=VALUE...]: one job, checked.
+# run LABEL N VICTIM TIMEOUT [VAR=VALUE...]: one job, checked. With WITHIN
+# set, survivors must fail within WITHIN seconds with UNAVAILABLE naming
+# the victim (the failure monitor's heartbeats, not the timeout).
 run() {
   local label="$1" n="$2" victim="$3" timeout="$4"
   shift 4
   local start=$SECONDS out rc
+  local codes="UNAVAILABLE|DEADLINE_EXCEEDED"
+  [[ -n "${WITHIN:-}" ]] && codes="UNAVAILABLE"
   out="$(env "$@" "$RELAYRUN" -n "$n" --keep-going --timeout 60 -- \
-    "$FAULT_BIN" --victim "$victim" --timeout "$timeout" 2>&1)"
+    "$FAULT_BIN" --victim "$victim" --timeout "$timeout" \
+    ${WITHIN:+--within "$WITHIN"} 2>&1)"
   rc=$?
+  last_out="$out"
   local ok=1
   [[ $rc == 137 ]] || { fail "$label: relayrun exited $rc, want 137 (the victim's SIGKILL)"; ok=0; }
   grep -q "relayrun: rank $victim was killed by SIGKILL" <<<"$out" ||
     { fail "$label: relayrun did not name rank $victim"; ok=0; }
   local survivors
-  survivors="$(grep -cE "^\[[0-9]+\] rank [0-9]+: all_reduce #[0-9]+ failed after [0-9.]+ s: (UNAVAILABLE|DEADLINE_EXCEEDED)" <<<"$out")"
+  survivors="$(grep -cE "^\[[0-9]+\] rank [0-9]+: all_reduce #[0-9]+ failed after [0-9.]+ s: ($codes)" <<<"$out")"
   [[ "$survivors" == $((n - 1)) ]] ||
     { fail "$label: $survivors of $((n - 1)) survivors reported the loss in time"; ok=0; }
   if ((ok)); then
@@ -47,6 +53,16 @@ run() {
 run "shared memory, 4 ranks, rank 1 killed" 4 1 3 UCX_TLS=shm,self
 run "shared memory, 3 ranks, rank 0 (store host) killed" 3 0 3 UCX_TLS=shm,self
 run "tcp with peer errors, 4 ranks, rank 2 killed" 4 2 10 UCX_TLS=tcp,self RELAY_UCX_ERROR_MODE=peer
+# Shared memory never tells a peer that a rank died; with heartbeats every
+# survivor learns it in about RELAY_PEER_TIMEOUT, not its 60 s timeout.
+WITHIN=5 run "shared memory, 4 ranks, rank 1 killed, heartbeats" 4 1 60 \
+  UCX_TLS=shm,self RELAY_PEER_TIMEOUT=1
+if ((failures == 0)); then
+  grep -q "rank 1 lost: no heartbeat" <<<"$last_out" ||
+    fail "heartbeat loss did not name rank 1"
+fi
+WITHIN=5 run "shared memory, 3 ranks, rank 0 (store host) killed, heartbeats" 3 0 60 \
+  UCX_TLS=shm,self RELAY_PEER_TIMEOUT=1
 
 # Without --keep-going relayrun stops the survivors at once and still names
 # the dead rank.
