@@ -458,6 +458,76 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
                 static_cast<int>(members.size()), child_options);
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
+    absl::Span<const int> exclude, const CollectiveOptions& options) {
+  if (options.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("Shrink: negative timeout");
+  }
+  std::vector<bool> excluded(size_, false);
+  for (int r : exclude) {
+    if (r < 0 || r >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Shrink: rank ", r, " is out of range [0, ", size_, ")"));
+    }
+    if (r == rank_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Shrink: rank ", rank_, " excludes itself; only survivors call it"));
+    }
+    excluded[r] = true;
+  }
+  std::vector<int> survivors;
+  std::string set;  // Canonical: sorted, no duplicates.
+  for (int r = 0; r < size_; ++r) {
+    if (excluded[r]) {
+      absl::StrAppend(&set, set.empty() ? "" : ",", r);
+    } else {
+      survivors.push_back(r);
+    }
+  }
+  const int new_rank = static_cast<int>(
+      std::find(survivors.begin(), survivors.end(), rank_) - survivors.begin());
+  const uint64_t index = next_shrink_.fetch_add(1);
+  const std::string prefix = absl::StrCat("shrink/", index, "/");
+  // Survivors agree on the set before wiring anything: each publishes its
+  // own, and all must match (a disagreement would otherwise hang Create).
+  const absl::Duration timeout = options.timeout > absl::ZeroDuration()
+                                     ? options.timeout
+                                     : options_.default_timeout;
+  RELAY_RETURN_IF_ERROR(
+      store_->Set(absl::StrCat(prefix, "excluded/", rank_), set));
+  std::vector<std::string> keys;
+  for (int r : survivors) keys.push_back(absl::StrCat(prefix, "excluded/", r));
+  absl::StatusOr<std::vector<std::string>> sets = store_->MultiGet(keys, timeout);
+  if (!sets.ok()) {
+    if (!absl::IsDeadlineExceeded(sets.status())) return sets.status();
+    std::vector<int> missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!store_->Get(keys[i], absl::ZeroDuration()).ok()) {
+        missing.push_back(survivors[i]);
+      }
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
+        "Shrink #", index, ": rank(s) ", absl::StrJoin(missing, ","),
+        " did not call Shrink within ", absl::FormatDuration(timeout),
+        " (excluding {", set, "})"));
+  }
+  for (size_t i = 0; i < sets->size(); ++i) {
+    if ((*sets)[i] != set) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Shrink #", index, ": survivors disagree on the ranks to exclude: "
+          "rank ", rank_, " excludes {", set, "}, rank ", survivors[i],
+          " excludes {", (*sets)[i], "}"));
+    }
+  }
+  auto scoped = std::make_shared<PrefixStore>(store_, absl::StrCat(prefix, "comm/"));
+  CommunicatorOptions child_options = options_;
+  if (options.timeout > absl::ZeroDuration()) {
+    child_options.default_timeout = options.timeout;
+  }
+  return Create(factory_, engine_, std::move(scoped), new_rank,
+                static_cast<int>(survivors.size()), child_options);
+}
+
 absl::Status Communicator::Abort(absl::Status reason) {
   if (reason.ok()) reason = absl::CancelledError("aborted");
   const std::string why(reason.message());

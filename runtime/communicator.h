@@ -163,6 +163,21 @@ class Communicator {
   absl::StatusOr<Request> BatchSendRecv(absl::Span<const P2POp> ops,
                                         const CollectiveOptions& options = {});
 
+  // Fault tolerance (as NCCL's ncclCommShrink and MPI's ULFM allow): the
+  // surviving ranks build a new communicator without the ranks in
+  // `exclude`, usually after a failure aborted this one (the lost ranks are
+  // named in the errors: "rank 5 failed", "rank 5 lost"). Every survivor
+  // calls it with the same set, in the same order relative to its other
+  // Shrinks; works on an aborted communicator. Survivors keep their order
+  // (new rank = old rank minus the excluded ranks below it). Blocks until
+  // the new group is wired; InvalidArgument for a bad set (this rank in it,
+  // out of range) or when survivors disagree on it (each names
+  // the sets it saw), DeadlineExceeded if a survivor never calls it within
+  // the timeout (options.timeout, else the communicator's default). The
+  // store must have survived: with rank 0 hosting it, rank 0 must be alive.
+  absl::StatusOr<std::unique_ptr<Communicator>> Shrink(
+      absl::Span<const int> exclude, const CollectiveOptions& options = {});
+
   // Collective: ranks passing the same color form a new communicator,
   // ordered by (key, old rank). A negative color opts out: the result is
   // then null. Blocks until the new group is wired.
@@ -220,6 +235,7 @@ class Communicator {
   const std::shared_ptr<ActivityGate> gate_ = std::make_shared<ActivityGate>();
   std::atomic<uint64_t> next_sequence_{0};
   std::atomic<uint64_t> next_split_{0};
+  std::atomic<uint64_t> next_shrink_{0};
   // Why the communicator stopped working, shared with the failure hooks of
   // operations in flight (which may outlive a call, never the transport).
   struct AbortRecord {

@@ -14,6 +14,10 @@
 // environment. With RELAY_PEER_TIMEOUT set below the timeout, the loss
 // should arrive as UNAVAILABLE through the failure monitor
 // (runtime/failure_monitor.h) well before the timeout: --within checks it.
+// With --shrink 1 each survivor then calls Communicator::Shrink without the
+// victim and runs 10 more all_reduces on the smaller group, checking every
+// element; it prints "rank R: shrank to rank R' of N; 10 all_reduces right"
+// and exits 0, or 3 if the Shrink or a result fails.
 #include <signal.h>
 
 #include <cstdio>
@@ -30,7 +34,7 @@ namespace relay {
 namespace {
 
 int Main(int argc, char** argv) {
-  int victim = 1, after = 3, timeout_s = 3, within_s = -1;
+  int victim = 1, after = 3, timeout_s = 3, within_s = -1, shrink = 0;
   int64_t count = 1 << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -39,7 +43,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "fault_rank: %s wants a non-negative integer\n"
                    "flags: --victim R --after N --timeout S --within S "
-                   "--count N\n",
+                   "--shrink 0|1 --count N\n",
                    flag.c_str());
       return 2;
     }
@@ -52,6 +56,8 @@ int Main(int argc, char** argv) {
       timeout_s = static_cast<int>(v);
     } else if (flag == "--within") {
       within_s = static_cast<int>(v);
+    } else if (flag == "--shrink") {
+      shrink = static_cast<int>(v);
     } else if (flag == "--count") {
       count = v;
     } else {
@@ -68,7 +74,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const int rank = (*comm)->rank();
-  std::vector<float> in(static_cast<size_t>(count), 1.0f), out(in.size());
+  const int size = (*comm)->size();
+  // Element j of rank r's input: distinct per rank, exact in float32 sums.
+  auto input = [](int r, size_t j) {
+    return static_cast<float>((r + 1) * 10 + static_cast<int>(j % 7));
+  };
+  std::vector<float> in(static_cast<size_t>(count)), out(in.size());
+  for (size_t j = 0; j < in.size(); ++j) in[j] = input(rank, j);
   for (int i = 0; i < after + 50; ++i) {
     absl::StatusOr<Request> r = (*comm)->AllReduce(
         ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
@@ -94,8 +106,40 @@ int Main(int argc, char** argv) {
     const bool in_time =
         took <= absl::Seconds(within_s >= 0 ? within_s : timeout_s + 1);
     if (!expected_code || !in_time) return 3;
-    // Leave without waiting for the others: the group is broken.
+    // The group is broken: leave, or carry on without the victim.
     (*comm)->Abort(s).IgnoreError();
+    if (!shrink) return 0;
+    absl::StatusOr<std::unique_ptr<Communicator>> smaller =
+        (*comm)->Shrink({&victim, 1});
+    if (!smaller.ok()) {
+      std::printf("rank %d: Shrink failed: %s\n", rank,
+                  smaller.status().ToString().c_str());
+      return 3;
+    }
+    constexpr int kMore = 10;
+    for (int k = 0; k < kMore; ++k) {
+      absl::StatusOr<Request> again = (*smaller)->AllReduce(
+          ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+      absl::Status done = again.ok() ? again->Wait() : again.status();
+      if (!done.ok()) {
+        std::printf("rank %d: all_reduce %d after Shrink failed: %s\n", rank,
+                    k, done.ToString().c_str());
+        return 3;
+      }
+      for (size_t j = 0; j < out.size(); ++j) {
+        float want = 0;
+        for (int r = 0; r < size; ++r) {
+          if (r != victim) want += input(r, j);
+        }
+        if (out[j] != want) {
+          std::printf("rank %d: after Shrink element %zu is %g, want %g\n",
+                      rank, j, out[j], want);
+          return 3;
+        }
+      }
+    }
+    std::printf("rank %d: shrank to rank %d of %d; %d all_reduces right\n",
+                rank, (*smaller)->rank(), (*smaller)->size(), kMore);
     return 0;
   }
   std::printf("rank %d: never saw the failure\n", rank);

@@ -31,7 +31,7 @@ run() {
   [[ -n "${WITHIN:-}" ]] && codes="UNAVAILABLE"
   out="$(env "$@" "$RELAYRUN" -n "$n" --keep-going --timeout 60 -- \
     "$FAULT_BIN" --victim "$victim" --timeout "$timeout" \
-    ${WITHIN:+--within "$WITHIN"} 2>&1)"
+    ${WITHIN:+--within "$WITHIN"} ${FAULT_EXTRA:-} 2>&1)"
   rc=$?
   last_out="$out"
   local ok=1
@@ -63,6 +63,12 @@ if ((failures == 0)); then
 fi
 WITHIN=5 run "shared memory, 3 ranks, rank 0 (store host) killed, heartbeats" 3 0 60 \
   UCX_TLS=shm,self RELAY_PEER_TIMEOUT=1
+# Survivors of a SIGKILL shrink to a smaller group and carry on there
+# (the store's host, rank 0, must survive).
+FAULT_EXTRA="--shrink 1" WITHIN=5 run "shared memory, 4 ranks, rank 2 killed, survivors shrink" \
+  4 2 60 UCX_TLS=shm,self RELAY_PEER_TIMEOUT=1
+shrank="$(grep -cE "rank [0-9]+: shrank to rank [0-2] of 3; 10 all_reduces right" <<<"$last_out")"
+[[ "$shrank" == 3 ]] || fail "$shrank of 3 survivors shrank and finished"
 
 # Without --keep-going relayrun stops the survivors at once and still names
 # the dead rank.
