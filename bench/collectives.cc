@@ -407,8 +407,8 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   if (f.check) {
     call = MakeCall(kind, f, rank, count, in_place);
     if (on_device) {
-    RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
-  }
+      RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
+    }
     RELAY_RETURN_IF_ERROR(run(1));
     if (on_device) {
       RELAY_RETURN_IF_ERROR(device.CopyBack(absl::MakeSpan(call.send),
