@@ -83,7 +83,6 @@ TEST(FailureMonitorTest, PublishedFailureReachesEveryOtherRank) {
     monitors.push_back(std::make_unique<FailureMonitor>(
         store, r, 3, Fast(absl::ZeroDuration()), reports[r].Callback()));
   }
-  const absl::Time start = absl::Now();
   monitors[1]->Publish(absl::DeadlineExceededError("all_reduce #5 timed out"));
   for (int r : {0, 2}) {
     ASSERT_TRUE(reports[r].first.WaitForNotificationWithTimeout(absl::Seconds(5)))
@@ -95,7 +94,6 @@ TEST(FailureMonitorTest, PublishedFailureReachesEveryOtherRank) {
               absl::string_view::npos)
         << s;
   }
-  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   monitors.clear();  // Joins the threads: counts are final.
   EXPECT_FALSE(reports[1].Get().has_value()) << "the failed rank told itself";
   for (Reports& r : reports) EXPECT_LE(r.count, 1);
@@ -128,8 +126,12 @@ TEST(FailureMonitorTest, SilentPeerIsLostAfterPeerTimeout) {
   }
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_FALSE(reports[0].Get().has_value()) << "healthy peers were reported";
-  const absl::Time start = absl::Now();
   severed->Sever();  // Rank 1's process "dies": no heartbeat, no goodbye.
+  // Silence shorter than peer_timeout is not a loss (the last beat seen may
+  // be a poll older than the Sever, hence half the timeout here).
+  absl::SleepFor(peer_timeout / 2);
+  EXPECT_FALSE(reports[0].Get().has_value()) << *reports[0].Get();
+  EXPECT_FALSE(reports[2].Get().has_value()) << *reports[2].Get();
   for (int r : {0, 2}) {
     ASSERT_TRUE(reports[r].first.WaitForNotificationWithTimeout(absl::Seconds(5)))
         << "rank " << r << " never noticed rank 1 went silent";
@@ -138,9 +140,6 @@ TEST(FailureMonitorTest, SilentPeerIsLostAfterPeerTimeout) {
     EXPECT_NE(s.message().find("rank 1"), absl::string_view::npos) << s;
     EXPECT_NE(s.message().find("no heartbeat"), absl::string_view::npos) << s;
   }
-  // Found within the timeout plus a few polls, not never.
-  EXPECT_LT(absl::Now() - start, peer_timeout + absl::Seconds(1));
-  EXPECT_GE(absl::Now() - start, peer_timeout);
   // The severed rank itself finds the store unreachable.
   ASSERT_TRUE(reports[1].first.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_NE(reports[1].Get()->message().find("cannot reach the store"),
