@@ -566,12 +566,19 @@ TEST(CommunicatorTest, AbortLeavesBuffersAloneOnceItReturns) {
       std::vector<float> out(kCount, 0.0f);
       absl::StatusOr<Request> r =
           comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
-      ASSERT_TRUE(r.ok());
       if (comm.rank() != 0) {
-        // Peers finish or learn of the loss; either way they return.
-        r->Wait(kWait).IgnoreError();
+        // Peers finish or learn of the loss; either way they return. A slow
+        // peer may learn it before posting (runtime/failure_monitor.h), and
+        // then cannot post: Abort reached it first.
+        if (r.ok()) {
+          r->Wait(kWait).IgnoreError();
+        } else {
+          EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+              << r.status();
+        }
         return;
       }
+      ASSERT_TRUE(r.ok()) << r.status();
       absl::SleepFor(absl::Microseconds(200 * round));
       ASSERT_TRUE(comm.Abort().ok());
       ASSERT_TRUE(r->Test());  // Complete (OK or Cancelled) at return.
