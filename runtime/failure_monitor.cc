@@ -62,7 +62,10 @@ void FailureMonitor::Publish(const absl::Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     if (published_) return;
     published_ = true;
-    publish_ = why;
+    // A copy of its own, not a second reference to the caller's: the
+    // thread reads and frees it, and the reference count lives in Abseil's
+    // (uninstrumented) library where ThreadSanitizer cannot see it.
+    publish_ = absl::Status(why.code(), why.message());
   }
   cv_.notify_all();
 }
