@@ -85,23 +85,7 @@ absl::Status ScheduleEngine::Supports(CollectiveKind kind,
 
 namespace {
 
-// The per-rank count of runtime/collective.h's conventions, and the element
-// type, from the buffers that matter on every rank.
-size_t CountOf(const CollectiveArgs& a, int size) {
-  switch (a.kind) {
-    case CollectiveKind::kReduce:
-    case CollectiveKind::kGather:
-    case CollectiveKind::kAllGather:
-      return a.send.count;
-    case CollectiveKind::kAllToAll:
-      return a.send.count / static_cast<size_t>(size);
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return a.recv.count;
-  }
-}
-
+// The element type of a call, from the buffers that matter on every rank.
 DataType DataTypeOfCall(const CollectiveArgs& a) {
   switch (a.kind) {
     case CollectiveKind::kReduce:
@@ -164,8 +148,8 @@ Algorithm ScheduleEngine::Resolve(const CollectiveArgs& args, int size,
     return it->second;
   }
   const DataType t = DataTypeOfCall(args);
-  return ChooseAlgorithm(args.kind,
-                         ModelBytes(args.kind, CountOf(args, size), t, size),
+  const size_t count = static_cast<size_t>(PerRankCount(args, size));
+  return ChooseAlgorithm(args.kind, ModelBytes(args.kind, count, t, size),
                          size, caps);
 }
 
@@ -204,7 +188,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     std::shared_ptr<Transport> transport, const CollectiveArgs& args) const {
   if (!config_error_.ok()) return config_error_;
   const int size = transport->size(), rank = transport->rank();
-  const size_t count = CountOf(args, size);
+  const size_t count = static_cast<size_t>(PerRankCount(args, size));
   if (args.kind != CollectiveKind::kBarrier && count == 0) {
     return Request::Completed();
   }

@@ -261,19 +261,7 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
   }
 
   char* Pointer(const Region& r) const {
-    char* base = nullptr;
-    switch (r.buffer) {
-      case BufferId::kSend:
-        base = const_cast<char*>(static_cast<const char*>(ctx_.send.data));
-        break;
-      case BufferId::kRecv:
-        base = static_cast<char*>(ctx_.recv.data);
-        break;
-      case BufferId::kScratch:
-        base = scratch_.get();
-        break;
-    }
-    return base == nullptr ? nullptr : base + r.offset * element_size_;
+    return RegionAddress(ctx_, scratch_.get(), r);
   }
   ConstBuffer ConstRegion(const Region& r) const {
     return {Pointer(r), r.count, ctx_.dtype, ctx_.recv.device};
@@ -342,6 +330,24 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
 };
 
 }  // namespace
+
+char* RegionAddress(const ExecutionContext& context, void* scratch,
+                    const Region& r) {
+  char* base = nullptr;
+  switch (r.buffer) {
+    case BufferId::kSend:
+      base = const_cast<char*>(static_cast<const char*>(context.send.data));
+      break;
+    case BufferId::kRecv:
+      base = static_cast<char*>(context.recv.data);
+      break;
+    case BufferId::kScratch:
+      base = static_cast<char*>(scratch);
+      break;
+  }
+  return base == nullptr ? nullptr
+                         : base + r.offset * DataTypeSize(context.dtype);
+}
 
 Request ExecuteSchedule(Schedule schedule, ExecutionContext context) {
   auto run = std::make_shared<ScheduleRun>(std::move(schedule),

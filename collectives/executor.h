@@ -50,6 +50,11 @@ struct ExecutionContext {
 
 Request ExecuteSchedule(Schedule schedule, ExecutionContext context);
 
+// The address of region `r` of a run over `context`'s buffers and its
+// `scratch` memory (null where the buffer is; shared by both executors).
+char* RegionAddress(const ExecutionContext& context, void* scratch,
+                    const Region& r);
+
 }  // namespace relay
 
 #endif  // RELAY_COLLECTIVES_EXECUTOR_H_

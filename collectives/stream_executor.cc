@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "runtime/status_macros.h"
 #include "runtime/tag.h"
 
@@ -41,10 +40,8 @@ class StreamRun final : public RequestState,
     if (pending_.load(std::memory_order_acquire) == 0) MaybeFinish(true);
   }
 
+  // Callers get the request only after Post, so posting is over here.
   absl::Status StreamWait(void* cuda_stream) override {
-    if (!posted_.load(std::memory_order_acquire)) {
-      return absl::FailedPreconditionError("collective still being posted");
-    }
     if (final_event_ == nullptr) {
       return done() ? status() : absl::InternalError("no completion event");
     }
@@ -243,21 +240,7 @@ class StreamRun final : public RequestState,
     Complete(std::move(status));
   }
 
-  char* Pointer(const Region& r) const {
-    char* base = nullptr;
-    switch (r.buffer) {
-      case BufferId::kSend:
-        base = const_cast<char*>(static_cast<const char*>(ctx_.send.data));
-        break;
-      case BufferId::kRecv:
-        base = static_cast<char*>(ctx_.recv.data);
-        break;
-      case BufferId::kScratch:
-        base = static_cast<char*>(scratch_);
-        break;
-    }
-    return base == nullptr ? nullptr : base + r.offset * element_size_;
-  }
+  char* Pointer(const Region& r) const { return RegionAddress(ctx_, scratch_, r); }
   Buffer View(const Region& r) const {
     return {Pointer(r), r.count, ctx_.dtype, ctx_.recv.device};
   }

@@ -1,6 +1,7 @@
 #include "runtime/communicator.h"
 
 #include <algorithm>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,20 @@
 #include "runtime/validate.h"
 
 namespace relay {
+namespace {
+
+// After a MultiGet of `keys` (key i published by rank ranks[i]) timed out:
+// the ranks whose key is still missing, as "2,5".
+std::string RanksThatNeverSet(Store& store, absl::Span<const std::string> keys,
+                              absl::Span<const int> ranks) {
+  std::vector<int> missing;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!store.Get(keys[i], absl::ZeroDuration()).ok()) missing.push_back(ranks[i]);
+  }
+  return absl::StrJoin(missing, ",");
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     TransportFactory& factory, const CollectiveEngine& engine,
@@ -260,13 +275,11 @@ absl::Status Communicator::CheckAgreement(const CollectiveArgs& args) {
   absl::StatusOr<std::vector<std::string>> all = store_->MultiGet(keys, timeout);
   if (!all.ok()) {
     if (!absl::IsDeadlineExceeded(all.status())) return all.status();
-    std::vector<int> missing;
-    for (int r = 0; r < size_; ++r) {
-      if (!store_->Get(keys[r], absl::ZeroDuration()).ok()) missing.push_back(r);
-    }
+    std::vector<int> ranks(size_);
+    std::iota(ranks.begin(), ranks.end(), 0);
     return absl::DeadlineExceededError(absl::StrCat(
         CollectiveName(args.kind), " #", args.sequence, ": rank(s) ",
-        absl::StrJoin(missing, ","), " did not call collective #",
+        RanksThatNeverSet(*store_, keys, ranks), " did not call collective #",
         args.sequence, " within ", absl::FormatDuration(timeout),
         " (mismatch check; this rank called ", mine.ToString(), ")"));
   }
@@ -500,14 +513,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   absl::StatusOr<std::vector<std::string>> sets = store_->MultiGet(keys, timeout);
   if (!sets.ok()) {
     if (!absl::IsDeadlineExceeded(sets.status())) return sets.status();
-    std::vector<int> missing;
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (!store_->Get(keys[i], absl::ZeroDuration()).ok()) {
-        missing.push_back(survivors[i]);
-      }
-    }
     return absl::DeadlineExceededError(absl::StrCat(
-        "Shrink #", index, ": rank(s) ", absl::StrJoin(missing, ","),
+        "Shrink #", index, ": rank(s) ",
+        RanksThatNeverSet(*store_, keys, survivors),
         " did not call Shrink within ", absl::FormatDuration(timeout),
         " (excluding {", set, "})"));
   }

@@ -110,10 +110,10 @@ void FailureMonitor::Loop() {
 
 std::optional<absl::Status> FailureMonitor::Poll(absl::Time now) {
   const bool heartbeats = options_.peer_timeout > absl::ZeroDuration();
-  absl::StatusOr<int64_t> failures = heartbeats
-                                         ? store_->Add(HeartbeatKey(rank_), 1)
-                                         : absl::StatusOr<int64_t>(0);
-  if (failures.ok()) failures = store_->Add(kFailures, 0);
+  absl::Status beat =
+      heartbeats ? store_->Add(HeartbeatKey(rank_), 1).status() : absl::OkStatus();
+  absl::StatusOr<int64_t> failures =
+      beat.ok() ? store_->Add(kFailures, 0) : absl::StatusOr<int64_t>(beat);
   if (!failures.ok()) {
     // The store's host may be gone; only heartbeats bound how long that
     // may last before it counts as a failure.
