@@ -18,7 +18,13 @@
 // victim and runs 10 more all_reduces on the smaller group, checking every
 // element; it prints "rank R: shrank to rank R' of N; 10 all_reduces right"
 // and exits 0, or 3 if the Shrink or a result fails.
+// With --freeze S the victim does not die at once: it stops itself
+// (SIGSTOP) for S seconds, as a process stuck in the kernel or a debugger
+// would, and SIGKILLs itself when it wakes. No transport notices a stopped
+// process (its connections stay open), so only the failure monitor's
+// heartbeats can tell the survivors.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -33,8 +39,30 @@
 namespace relay {
 namespace {
 
+// Stops this process for `seconds`: a forked helper sends SIGCONT when the
+// time is up (the helper calls only async-signal-safe functions, as a child
+// of a threaded process must).
+void FreezeFor(int seconds, int rank, int op) {
+  std::printf("rank %d: freezing inside all_reduce #%d for %d s\n", rank, op,
+              seconds);
+  std::fflush(stdout);
+  const pid_t parent = getpid();
+  const pid_t helper = fork();
+  if (helper == 0) {
+    sleep(static_cast<unsigned>(seconds));
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  if (helper < 0) {
+    std::printf("rank %d: fork failed; dying instead of freezing\n", rank);
+    return;
+  }
+  raise(SIGSTOP);
+}
+
 int Main(int argc, char** argv) {
   int victim = 1, after = 3, timeout_s = 3, within_s = -1, shrink = 0;
+  int freeze_s = 0;
   int64_t count = 1 << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -43,7 +71,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "fault_rank: %s wants a non-negative integer\n"
                    "flags: --victim R --after N --timeout S --within S "
-                   "--shrink 0|1 --count N\n",
+                   "--shrink 0|1 --freeze S --count N\n",
                    flag.c_str());
       return 2;
     }
@@ -58,6 +86,8 @@ int Main(int argc, char** argv) {
       within_s = static_cast<int>(v);
     } else if (flag == "--shrink") {
       shrink = static_cast<int>(v);
+    } else if (flag == "--freeze") {
+      freeze_s = static_cast<int>(v);
     } else if (flag == "--count") {
       count = v;
     } else {
@@ -90,6 +120,7 @@ int Main(int argc, char** argv) {
       return 3;
     }
     if (rank == victim && i == after) {
+      if (freeze_s > 0) FreezeFor(freeze_s, rank, i);
       std::printf("rank %d: killing myself inside all_reduce #%d\n", rank, i);
       std::fflush(stdout);
       raise(SIGKILL);
