@@ -3,7 +3,8 @@
 #
 # Builds relay's GPU binaries on a build host (CUDA toolkit needed, no GPU)
 # into one folder that can be copied to a GPU host and run there with no
-# Bazel: Abseil, GoogleTest and the CUDA runtime are linked statically; the
+# Bazel: Abseil, libcrypto (--define=relay_static_deps=on), GoogleTest and
+# the CUDA runtime are linked statically; the
 # GPU host needs only its driver, NCCL and Python 3 (for relayrun). Built
 # with --define=relay_ucx=off, since GPU hosts need not have UCX's shared
 # libraries.
@@ -25,7 +26,7 @@ targets=(
   //testing:conformance_rank
   //transports/nccl:nccl_transport_test
 )
-bazel build --define=relay_ucx=off "${targets[@]}" >&2
+bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2
 mkdir -p "$out"
 for t in "${targets[@]}"; do
   path="bazel-bin/$(sed 's|^//||; s|:|/|' <<<"$t")"
