@@ -1,0 +1,28 @@
+// File: embed/torch/module.cc
+//
+// The Python extension _relay_torch: ProcessGroupRelay as a subclass of
+// torch's ProcessGroup binding (torch.distributed must be imported first,
+// which relay_torch/__init__.py does), and the creator function
+// torch.distributed.Backend.register_backend calls.
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/python.h>
+
+#include "embed/torch/process_group_relay.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_relay_torch, m) {
+  m.doc() = "relay's torch.distributed backend (embed/torch)";
+  py::class_<relay_torch::ProcessGroupRelay, c10d::ProcessGroup,
+             c10::intrusive_ptr<relay_torch::ProcessGroupRelay>>(
+      m, "ProcessGroupRelay")
+      .def_property_readonly("transport",
+                             &relay_torch::ProcessGroupRelay::transport);
+  // Called as creator(store, rank, world_size, timeout) by
+  // torch.distributed for backend="relay". Blocks until every rank joined,
+  // without holding the GIL.
+  m.def("create_process_group", &relay_torch::CreateProcessGroupRelay,
+        py::arg("store"), py::arg("rank"), py::arg("size"),
+        py::arg("timeout"), py::call_guard<py::gil_scoped_release>());
+}

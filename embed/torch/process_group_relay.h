@@ -1,0 +1,133 @@
+// File: embed/torch/process_group_relay.h
+//
+// torch.distributed's ProcessGroup over a relay communicator: the "relay"
+// backend (relay_torch/__init__.py registers it). One process per rank, one
+// tensor per call (as with one GPU per process); tensors must be dense and
+// contiguous, in host memory on the ucx transport (the default) or in device
+// memory on nccl (RELAY_TRANSPORT=nccl). Each call validates its tensors and
+// starts a relay collective; bad input raises at the call (RuntimeError in
+// Python) with nothing sent. The returned Work maps onto the relay request:
+// wait() blocks until it completes (or the group's timeout), and raises its
+// error; getFuture() (what DistributedDataParallel's reducer uses)
+// completes with the output tensors.
+//
+// Lists of tensors (all_gather's outputs, scatter's inputs, ...) go through
+// one contiguous staging tensor, as relay's collectives take one buffer.
+// all_to_all with uneven splits and the list form of all_to_all run as one
+// batch of send/recv. Not offered: recv from any source, monitored barrier,
+// the bitwise and premul-sum reductions.
+#ifndef RELAY_EMBED_TORCH_PROCESS_GROUP_RELAY_H_
+#define RELAY_EMBED_TORCH_PROCESS_GROUP_RELAY_H_
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "relay.h"
+
+namespace relay_torch {
+
+class ProcessGroupRelay final : public c10d::ProcessGroup {
+ public:
+  // Builds the relay communicator through `store` (blocks until every rank
+  // has joined). The transport is RELAY_TRANSPORT, else ucx. `timeout`
+  // bounds every operation.
+  ProcessGroupRelay(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                    int size, std::chrono::milliseconds timeout);
+
+  const std::string getBackendName() const override { return "relay"; }
+  // The relay transport underneath ("ucx", "nccl", ...).
+  std::string transport() const;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts =
+          c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input,
+      std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
+                                      int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
+                                      int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+
+ private:
+  // What a call hands to Launch: `start` posts the relay operation;
+  // `finish` (may be empty) runs after it succeeded and before the Work
+  // completes (copies out of staging); `keep_alive` holds every tensor the
+  // operation touches until it ends.
+  struct Launch {
+    c10d::OpType type;
+    std::function<absl::StatusOr<relay::Request>()> start;
+    std::vector<at::Tensor> outputs;
+    std::vector<at::Tensor> keep_alive;
+    std::function<void()> finish;
+  };
+  c10::intrusive_ptr<c10d::Work> Start(Launch launch);
+  relay::CollectiveOptions OptionsFor(std::chrono::milliseconds timeout) const;
+  // One batch of send/recv: `send[i]` goes to rank i, `recv[i]` comes from
+  // rank i (this rank's pair is copied locally).
+  c10::intrusive_ptr<c10d::Work> Exchange(c10d::OpType type,
+                                          std::vector<at::Tensor> send,
+                                          std::vector<at::Tensor> recv,
+                                          std::vector<at::Tensor> keep_alive,
+                                          std::chrono::milliseconds timeout);
+
+  std::unique_ptr<relay::Communicator> comm_;
+};
+
+// Python's entry point: torch calls it as creator(store, rank, size,
+// timeout).
+c10::intrusive_ptr<c10d::ProcessGroup> CreateProcessGroupRelay(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout);
+
+}  // namespace relay_torch
+
+#endif  // RELAY_EMBED_TORCH_PROCESS_GROUP_RELAY_H_
