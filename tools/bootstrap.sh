@@ -27,6 +27,9 @@ readonly PACKAGES=(
   openmpi-bin    # mpirun, for bench/peers
   libopenmpi-dev # mpi.h and libmpi, for bench/peers
   python3
+  python3-torch    # embed/torch: the torch.distributed backend (torch 1.13, CPU)
+  libtorch-dev     # its C++ headers (c10d ProcessGroup, ATen)
+  python3-pybind11 # the pybind11 torch was built with
   git
 )
 
