@@ -23,6 +23,7 @@ targets=(
   //bench:issue_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
+  //examples:overlap_streams
   //testing:conformance_rank
   //transports/nccl:nccl_transport_test
 )

@@ -267,7 +267,9 @@ class UcxTransport final : public Transport {
       op->in_flight = false;  // Finish() ignores a late callback.
       op->ucx_request = nullptr;
       completions_.push_back({op->self, reason});
-      abandoned_.push_back(op->self);
+      // Moved, not copied: an op holding itself would outlive the worker
+      // (a leak LeakSanitizer reports when a peer froze with sends queued).
+      abandoned_.push_back(std::move(op->self));
     }
     pending_.clear();
     outstanding_.store(0);
