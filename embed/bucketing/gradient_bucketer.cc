@@ -86,7 +86,7 @@ absl::Status GradientBucketer::Start(DataType dtype, Bucket bucket) {
     return absl::OkStatus();
   }
   const size_t element = DataTypeSize(dtype);
-  auto staging = std::make_shared<std::vector<char>>(bucket.count * element);
+  std::shared_ptr<std::vector<char>> staging = Staging(bucket.count * element);
   char* at = staging->data();
   for (const Buffer& part : bucket.parts) {
     std::memcpy(at, part.data, part.bytes());
@@ -109,6 +109,15 @@ absl::Status GradientBucketer::Start(DataType dtype, Bucket bucket) {
   });
   started_.push_back(Request(state));
   return absl::OkStatus();
+}
+
+std::shared_ptr<std::vector<char>> GradientBucketer::Staging(size_t bytes) {
+  // In use while a bucket's completion callback holds another reference.
+  for (std::shared_ptr<std::vector<char>>& buffer : staging_pool_) {
+    if (buffer.use_count() == 1 && buffer->size() >= bytes) return buffer;
+  }
+  staging_pool_.push_back(std::make_shared<std::vector<char>>(bytes));
+  return staging_pool_.back();
 }
 
 }  // namespace relay

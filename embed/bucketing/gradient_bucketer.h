@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,8 +69,13 @@ class GradientBucketer {
   };
   absl::Status Start(DataType dtype, Bucket bucket);
 
+  // A staging buffer no running bucket uses, of at least `bytes` (kept
+  // across flushes: a fresh one per bucket costs its page faults again).
+  std::shared_ptr<std::vector<char>> Staging(size_t bytes);
+
   Communicator& comm_;
   const BucketerOptions options_;
+  std::vector<std::shared_ptr<std::vector<char>>> staging_pool_;
   std::map<DataType, Bucket> open_;  // One filling bucket per data type.
   std::vector<Request> started_;     // Since the last Flush.
   size_t buckets_started_ = 0;
