@@ -54,8 +54,10 @@ absl::Status RequestState::Wait(absl::Time deadline) {
   // matters once we sleep until the caller's deadline.
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  const auto until_deadline = absl::ToChronoNanoseconds(
-      std::max(absl::ZeroDuration(), deadline - FastNow()));
+  // Capped at a day: an infinite deadline's nanoseconds::max() added to a
+  // time point overflows (UBSan), and the budgets below are far shorter.
+  const auto until_deadline = absl::ToChronoNanoseconds(std::min(
+      absl::Hours(24), std::max(absl::ZeroDuration(), deadline - FastNow())));
   const Clock::time_point spin_until =
       start + std::min(kSpinBudget, until_deadline);
   const Clock::time_point yield_until =

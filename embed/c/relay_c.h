@@ -80,7 +80,10 @@ typedef enum relay_status {
   RELAY_INTERNAL = 13,
   RELAY_UNAVAILABLE = 14,
   RELAY_DATA_LOSS = 15,
-  RELAY_UNAUTHENTICATED = 16
+  RELAY_UNAUTHENTICATED = 16,
+  /* Not a status: makes the enum int-sized, so any int a caller passes is
+   * a value of the type (C++ reads others as undefined behaviour). */
+  RELAY_STATUS_MAX_ENUM = 0x7fffffff
 } relay_status;
 
 typedef enum relay_dtype {
@@ -93,7 +96,8 @@ typedef enum relay_dtype {
   RELAY_FLOAT16 = 6,
   RELAY_BFLOAT16 = 7,
   RELAY_FLOAT32 = 8,
-  RELAY_FLOAT64 = 9
+  RELAY_FLOAT64 = 9,
+  RELAY_DTYPE_MAX_ENUM = 0x7fffffff /* not a type; see RELAY_STATUS_MAX_ENUM */
 } relay_dtype;
 
 typedef enum relay_op {
@@ -101,7 +105,8 @@ typedef enum relay_op {
   RELAY_PROD = 1,
   RELAY_MIN = 2,
   RELAY_MAX = 3,
-  RELAY_AVG = 4
+  RELAY_AVG = 4,
+  RELAY_OP_MAX_ENUM = 0x7fffffff /* not an op; see RELAY_STATUS_MAX_ENUM */
 } relay_op;
 
 typedef struct relay_library relay_library;
