@@ -158,14 +158,41 @@ absl::Status CheckTypes(relay_dtype dtype, relay_op op) {
   return absl::OkStatus();
 }
 
-// One collective call: `send_count` and `recv_count` are the C++ API's
-// buffer lengths, worked out by the entry point from the C counts.
+// Every operation's common part: checks the handle, the output pointer,
+// the types and the per-call options, then posts through `post(device,
+// options)` and hands out the request.
+template <typename Post>
+relay_status StartOp(relay_comm* comm, relay_dtype dtype, relay_op op,
+                     const relay_call_options* options, relay_request** out,
+                     Post post) {
+  if (comm == nullptr) return kNullArgument;
+  if (out == nullptr) {
+    return comm->error.Record(
+        absl::InvalidArgumentError("out (the request pointer) is NULL"));
+  }
+  *out = nullptr;
+  absl::Status s = CheckTypes(dtype, op);
+  if (!s.ok()) return comm->error.Record(s);
+  relay::Device device;
+  absl::StatusOr<relay::CollectiveOptions> o = CallOptions(options, &device);
+  if (!o.ok()) return comm->error.Record(o.status());
+  absl::StatusOr<relay::Request> r = post(device, *o);
+  if (!r.ok()) return comm->error.Record(r.status());
+  *out = new relay_request{std::move(*r), {}};
+  return RELAY_OK;
+}
+
+// Which of a collective's buffers holds one block of `count` per rank.
+enum class PerRank { kNeither, kSend, kRecv, kBoth };
+
+// One collective from the C counts: `count` elements, or count x ranks in
+// the buffers `per_rank` names (the C++ API takes buffer lengths).
 struct CallShape {
   relay::CollectiveKind kind;
   const void* send;
-  size_t send_count;
   void* recv;
-  size_t recv_count;
+  size_t count;
+  PerRank per_rank;
   relay_dtype dtype;
   relay_op op;
   int root;
@@ -174,40 +201,30 @@ struct CallShape {
 relay_status StartCollective(relay_comm* comm, const CallShape& call,
                              const relay_call_options* options,
                              relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  if (out == nullptr) {
-    return comm->error.Record(
-        absl::InvalidArgumentError("out (the request pointer) is NULL"));
-  }
-  *out = nullptr;
-  absl::Status s = CheckTypes(call.dtype, call.op);
-  if (!s.ok()) return comm->error.Record(s);
-  relay::Device device;
-  absl::StatusOr<relay::CollectiveOptions> o = CallOptions(options, &device);
-  if (!o.ok()) return comm->error.Record(o.status());
-  const auto dtype = static_cast<relay::DataType>(call.dtype);
-  relay::CollectiveArgs args;
-  args.kind = call.kind;
-  args.send = relay::ConstBuffer{call.send, call.send_count, dtype, device};
-  args.recv = relay::Buffer{call.recv, call.recv_count, dtype, device};
-  args.op = static_cast<relay::ReduceOp>(call.op);
-  args.root = call.root;
-  absl::StatusOr<relay::Request> r = comm->comm->Collective(
-      args.kind, args.send, args.recv, args.op, args.root, *o);
-  if (!r.ok()) return comm->error.Record(r.status());
-  *out = new relay_request{std::move(*r), {}};
-  return RELAY_OK;
-}
-
-// count x ranks, or InvalidArgument on overflow.
-relay_status TimesRanks(relay_comm* comm, size_t count, size_t* product) {
-  if (__builtin_mul_overflow(count, static_cast<size_t>(comm->comm->size()),
-                             product)) {
-    return comm->error.Record(absl::InvalidArgumentError(
-        absl::StrCat("count ", count, " x ", comm->comm->size(),
-                     " ranks overflows")));
-  }
-  return RELAY_OK;
+  return StartOp(
+      comm, call.dtype, call.op, options, out,
+      [&](relay::Device device, const relay::CollectiveOptions& o)
+          -> absl::StatusOr<relay::Request> {
+        const int ranks = comm->comm->size();
+        size_t blocks = 0;
+        if (__builtin_mul_overflow(call.count, static_cast<size_t>(ranks),
+                                   &blocks)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "count ", call.count, " x ", ranks, " ranks overflows"));
+        }
+        const bool send_blocks =
+            call.per_rank == PerRank::kSend || call.per_rank == PerRank::kBoth;
+        const bool recv_blocks =
+            call.per_rank == PerRank::kRecv || call.per_rank == PerRank::kBoth;
+        const auto dtype = static_cast<relay::DataType>(call.dtype);
+        return comm->comm->Collective(
+            call.kind,
+            relay::ConstBuffer{call.send, send_blocks ? blocks : call.count,
+                               dtype, device},
+            relay::Buffer{call.recv, recv_blocks ? blocks : call.count, dtype,
+                          device},
+            static_cast<relay::ReduceOp>(call.op), call.root, o);
+      });
 }
 
 }  // namespace
@@ -500,8 +517,8 @@ relay_status relay_all_reduce(relay_comm* comm, const void* send, void* recv,
                               const relay_call_options* options,
                               relay_request** out) {
   return StartCollective(comm,
-                         {relay::CollectiveKind::kAllReduce, send, count, recv,
-                          count, dtype, op, 0},
+                         {relay::CollectiveKind::kAllReduce, send, recv, count,
+                          PerRank::kNeither, dtype, op, 0},
                          options, out);
 }
 
@@ -510,8 +527,8 @@ relay_status relay_reduce(relay_comm* comm, const void* send, void* recv,
                           int root, const relay_call_options* options,
                           relay_request** out) {
   return StartCollective(comm,
-                         {relay::CollectiveKind::kReduce, send, count, recv,
-                          count, dtype, op, root},
+                         {relay::CollectiveKind::kReduce, send, recv, count,
+                          PerRank::kNeither, dtype, op, root},
                          options, out);
 }
 
@@ -520,8 +537,8 @@ relay_status relay_broadcast(relay_comm* comm, const void* send, void* recv,
                              const relay_call_options* options,
                              relay_request** out) {
   return StartCollective(comm,
-                         {relay::CollectiveKind::kBroadcast, send, count, recv,
-                          count, dtype, RELAY_SUM, root},
+                         {relay::CollectiveKind::kBroadcast, send, recv, count,
+                          PerRank::kNeither, dtype, RELAY_SUM, root},
                          options, out);
 }
 
@@ -529,14 +546,9 @@ relay_status relay_all_gather(relay_comm* comm, const void* send, void* recv,
                               size_t send_count, relay_dtype dtype,
                               const relay_call_options* options,
                               relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  size_t total = 0;
-  if (relay_status s = TimesRanks(comm, send_count, &total); s != RELAY_OK) {
-    return s;
-  }
   return StartCollective(comm,
-                         {relay::CollectiveKind::kAllGather, send, send_count,
-                          recv, total, dtype, RELAY_SUM, 0},
+                         {relay::CollectiveKind::kAllGather, send, recv,
+                          send_count, PerRank::kRecv, dtype, RELAY_SUM, 0},
                          options, out);
 }
 
@@ -545,14 +557,9 @@ relay_status relay_reduce_scatter(relay_comm* comm, const void* send,
                                   relay_dtype dtype, relay_op op,
                                   const relay_call_options* options,
                                   relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  size_t total = 0;
-  if (relay_status s = TimesRanks(comm, recv_count, &total); s != RELAY_OK) {
-    return s;
-  }
   return StartCollective(comm,
-                         {relay::CollectiveKind::kReduceScatter, send, total,
-                          recv, recv_count, dtype, op, 0},
+                         {relay::CollectiveKind::kReduceScatter, send, recv,
+                          recv_count, PerRank::kSend, dtype, op, 0},
                          options, out);
 }
 
@@ -560,14 +567,9 @@ relay_status relay_gather(relay_comm* comm, const void* send, void* recv,
                           size_t send_count, relay_dtype dtype, int root,
                           const relay_call_options* options,
                           relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  size_t total = 0;
-  if (relay_status s = TimesRanks(comm, send_count, &total); s != RELAY_OK) {
-    return s;
-  }
   return StartCollective(comm,
-                         {relay::CollectiveKind::kGather, send, send_count,
-                          recv, total, dtype, RELAY_SUM, root},
+                         {relay::CollectiveKind::kGather, send, recv,
+                          send_count, PerRank::kRecv, dtype, RELAY_SUM, root},
                          options, out);
 }
 
@@ -575,14 +577,9 @@ relay_status relay_scatter(relay_comm* comm, const void* send, void* recv,
                            size_t recv_count, relay_dtype dtype, int root,
                            const relay_call_options* options,
                            relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  size_t total = 0;
-  if (relay_status s = TimesRanks(comm, recv_count, &total); s != RELAY_OK) {
-    return s;
-  }
   return StartCollective(comm,
-                         {relay::CollectiveKind::kScatter, send, total, recv,
-                          recv_count, dtype, RELAY_SUM, root},
+                         {relay::CollectiveKind::kScatter, send, recv,
+                          recv_count, PerRank::kSend, dtype, RELAY_SUM, root},
                          options, out);
 }
 
@@ -590,69 +587,46 @@ relay_status relay_all_to_all(relay_comm* comm, const void* send, void* recv,
                               size_t count_per_rank, relay_dtype dtype,
                               const relay_call_options* options,
                               relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  size_t total = 0;
-  if (relay_status s = TimesRanks(comm, count_per_rank, &total);
-      s != RELAY_OK) {
-    return s;
-  }
   return StartCollective(comm,
-                         {relay::CollectiveKind::kAllToAll, send, total, recv,
-                          total, dtype, RELAY_SUM, 0},
+                         {relay::CollectiveKind::kAllToAll, send, recv,
+                          count_per_rank, PerRank::kBoth, dtype, RELAY_SUM, 0},
                          options, out);
 }
 
 relay_status relay_barrier(relay_comm* comm, const relay_call_options* options,
                            relay_request** out) {
   return StartCollective(comm,
-                         {relay::CollectiveKind::kBarrier, nullptr, 0, nullptr,
-                          0, RELAY_UINT8, RELAY_SUM, 0},
+                         {relay::CollectiveKind::kBarrier, nullptr, nullptr, 0,
+                          PerRank::kNeither, RELAY_UINT8, RELAY_SUM, 0},
                          options, out);
 }
-
-namespace {
-
-relay_status StartPointToPoint(relay_comm* comm, bool is_send, void* data,
-                               size_t count, relay_dtype dtype, int peer,
-                               int64_t tag, const relay_call_options* options,
-                               relay_request** out) {
-  if (comm == nullptr) return kNullArgument;
-  if (out == nullptr) {
-    return comm->error.Record(absl::InvalidArgumentError("out is NULL"));
-  }
-  *out = nullptr;
-  absl::Status s = CheckTypes(dtype, RELAY_SUM);
-  if (!s.ok()) return comm->error.Record(s);
-  relay::Device device;
-  absl::StatusOr<relay::CollectiveOptions> o = CallOptions(options, &device);
-  if (!o.ok()) return comm->error.Record(o.status());
-  const relay::Buffer buffer{data, count, static_cast<relay::DataType>(dtype),
-                             device};
-  absl::StatusOr<relay::Request> r =
-      is_send ? comm->comm->Send(buffer, peer, tag, *o)
-              : comm->comm->Recv(buffer, peer, tag, *o);
-  if (!r.ok()) return comm->error.Record(r.status());
-  *out = new relay_request{std::move(*r), {}};
-  return RELAY_OK;
-}
-
-}  // namespace
 
 relay_status relay_send(relay_comm* comm, const void* data, size_t count,
                         relay_dtype dtype, int peer, int64_t tag,
                         const relay_call_options* options,
                         relay_request** out) {
-  // Send only reads the buffer; Buffer is the one type both share.
-  return StartPointToPoint(comm, /*is_send=*/true, const_cast<void*>(data),
-                           count, dtype, peer, tag, options, out);
+  return StartOp(comm, dtype, RELAY_SUM, options, out,
+                 [&](relay::Device device, const relay::CollectiveOptions& o) {
+                   return comm->comm->Send(
+                       relay::ConstBuffer{data, count,
+                                          static_cast<relay::DataType>(dtype),
+                                          device},
+                       peer, tag, o);
+                 });
 }
 
 relay_status relay_recv(relay_comm* comm, void* data, size_t count,
                         relay_dtype dtype, int peer, int64_t tag,
                         const relay_call_options* options,
                         relay_request** out) {
-  return StartPointToPoint(comm, /*is_send=*/false, data, count, dtype, peer,
-                           tag, options, out);
+  return StartOp(comm, dtype, RELAY_SUM, options, out,
+                 [&](relay::Device device, const relay::CollectiveOptions& o) {
+                   return comm->comm->Recv(
+                       relay::Buffer{data, count,
+                                     static_cast<relay::DataType>(dtype),
+                                     device},
+                       peer, tag, o);
+                 });
 }
 
 // ---- Requests ---------------------------------------------------------------

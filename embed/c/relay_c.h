@@ -22,9 +22,10 @@
  * RELAY_OK, RELAY_INVALID_ARGUMENT for bad input with nothing sent,
  * RELAY_DEADLINE_EXCEEDED, RELAY_UNAVAILABLE for a lost peer, ...). The
  * message of the most recent failure on a handle is copied out by
- * relay_*_last_error(handle, buf, size). A null handle or output pointer
- * gives RELAY_INVALID_ARGUMENT with no message (there is no handle to keep
- * it).
+ * relay_*_last_error(handle, buf, size). A null handle gives
+ * RELAY_INVALID_ARGUMENT with no message (there is no handle to keep it), as
+ * does a null output of the const accessors relay_comm_rank/size; any other
+ * null pointer gets a message on its handle.
  *
  * State. Nothing is global beyond what a relay_library owns: every store
  * and communicator is made through one, and relay_library_close refuses

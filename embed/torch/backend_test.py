@@ -163,6 +163,9 @@ def main():
     expect_raises(lambda: dist.all_reduce(torch.zeros(4), op=dist.ReduceOp.BAND), "not supported", "BAND")
     expect_raises(lambda: dist.all_gather([torch.zeros(n)], data(rank, n)) if size > 1 else
                   dist.all_gather([torch.zeros(n)] * 2, data(rank, n)), "one per rank", "short list")
+    if size > 1:
+        expect_raises(lambda: dist.send(data(rank, n), dst=(rank + 1) % size, tag=-1),
+                      "tag", "negative tag")
     t = data(rank, n)
     dist.all_reduce(t)
     expect_equal(t, sum(data(r, n) for r in ranks), "all_reduce after refused calls")

@@ -539,7 +539,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::Exchange(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::send(
     std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   const at::Tensor& t = Single(tensors, "send");
-  TORCH_CHECK(tag >= 0, "relay backend: send tag ", tag, " is negative");
   const relay::Buffer b = BufferOf(t);
   const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0));
   return Start({c10d::OpType::SEND,
@@ -550,7 +549,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::send(
 c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::recv(
     std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   const at::Tensor& t = Single(tensors, "recv");
-  TORCH_CHECK(tag >= 0, "relay backend: recv tag ", tag, " is negative");
   const relay::Buffer b = BufferOf(t);
   const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0));
   return Start({c10d::OpType::RECV,
