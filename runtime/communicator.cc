@@ -154,6 +154,7 @@ Communicator::~Communicator() {
   // Nothing may write into user buffers once the owner thinks it is gone.
   transport_->Abort(absl::CancelledError("communicator destroyed"));
   gate_->Close();
+  started_.CancelAll(absl::CancelledError("communicator destroyed"));
 }
 
 bool Communicator::AbortRecord::Set(absl::Status why) {
@@ -232,6 +233,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
   const absl::Time start = FastNow();
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
   if (started.ok()) {
+    started_.Add(*started);
     // One callback records both, when the operation completes.
     started->OnDone([recorder = recorder_, metrics = metrics_, token, bytes,
                      start, kind = args.kind](absl::Status s) {
@@ -553,7 +555,38 @@ absl::Status Communicator::Abort(absl::Status reason) {
   // The transport touches no buffer now; wait for algorithms still running
   // a local copy or reduction on another thread.
   gate_->Close();
+  // No algorithm touches a buffer now; a run whose last completion is
+  // still in flight would finish its request only after this returns.
+  started_.CancelAll(absl::CancelledError(
+      absl::StrCat("communicator aborted: ", why)));
   return absl::OkStatus();
+}
+
+void Communicator::StartedRequests::Add(const Request& request) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (live.size() >= prune_at) {
+    // Amortised: drop the completed ones once the list has doubled.
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [](const std::weak_ptr<RequestState>& w) {
+                                std::shared_ptr<RequestState> s = w.lock();
+                                return s == nullptr || s->done();
+                              }),
+               live.end());
+    prune_at = std::max<size_t>(64, 2 * live.size());
+  }
+  live.push_back(request.state());
+}
+
+void Communicator::StartedRequests::CancelAll(const absl::Status& why) {
+  std::vector<std::weak_ptr<RequestState>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    all.swap(live);
+  }
+  // Outside the lock: completion runs the callbacks, which may start work.
+  for (const std::weak_ptr<RequestState>& w : all) {
+    if (std::shared_ptr<RequestState> s = w.lock()) s->Complete(why);
+  }
 }
 
 }  // namespace relay

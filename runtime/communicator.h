@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -233,6 +234,20 @@ class Communicator {
   const CommunicatorOptions options_;
   // Closed by Abort: waits out algorithms still writing into user buffers.
   const std::shared_ptr<ActivityGate> gate_ = std::make_shared<ActivityGate>();
+  // Collectives started and perhaps not yet complete, so that Abort can
+  // complete them before it returns. Closing the gate is not enough: a
+  // transport completion racing with Abort can still be on its way to the
+  // algorithm (between the transport and the gate) when Abort returns, and
+  // would finish the request only afterwards.
+  struct StartedRequests {
+    std::mutex mu;
+    std::vector<std::weak_ptr<RequestState>> live;  // Guarded by mu.
+    size_t prune_at = 64;                           // Guarded by mu.
+    void Add(const Request& request);
+    // Completes every one still pending with `why`.
+    void CancelAll(const absl::Status& why);
+  };
+  StartedRequests started_;
   std::atomic<uint64_t> next_sequence_{0};
   std::atomic<uint64_t> next_split_{0};
   std::atomic<uint64_t> next_shrink_{0};
