@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/engine.h"
+#include "runtime/bootstrap/metrics_server.h"
 #include "transports/loopback/loopback_transport.h"
 #include "transports/nccl/nccl_transport.h"
 #if RELAY_WITH_UCX
@@ -83,8 +84,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
   }
   std::shared_ptr<Store> base = *std::move(store);
   // The communicator owns its store (and so rank 0's server) through this.
-  return Communicator::Create(**factory, DefaultEngine(), std::move(base),
-                              env->rank, env->size, options);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+      **factory, DefaultEngine(), std::move(base), env->rank, env->size, options);
+  if (!comm.ok() || env->metrics_port == 0) return comm;
+  // Asked for by name (RELAY_METRICS_PORT), so a port that cannot be bound
+  // fails the call rather than leaving the job unobserved.
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server = MetricsServer::Start(
+      {.host = env->metrics_host, .port = env->metrics_port},
+      (*comm)->MetricsRenderer());
+  if (!server.ok()) {
+    return absl::Status(server.status().code(),
+                        absl::StrCat("rank ", env->rank, ": RELAY_METRICS_PORT: ",
+                                     server.status().message()));
+  }
+  (*comm)->Own(std::shared_ptr<MetricsServer>(*std::move(server)));
+  return comm;
 }
 
 }  // namespace relay

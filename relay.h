@@ -63,6 +63,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
 // communicator keeps alive; the others connect to it, waiting up to
 // `connect_timeout` for rank 0 to come up. The transport is `transport` if
 // given, else RELAY_TRANSPORT, else the default one that spans processes.
+// With RELAY_METRICS_PORT set, the communicator also serves its metrics
+// for Prometheus at http://RELAY_METRICS_ADDR:(port + local rank)/metrics
+// (RELAY_METRICS_ADDR defaults to 127.0.0.1; runtime/bootstrap/metrics_server.h).
 //
 // Example (run as `relayrun -n 4 -- ./my_program`):
 //   RELAY_ASSIGN_OR_RETURN(auto comm, CreateCommunicatorFromEnvironment());

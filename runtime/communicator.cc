@@ -136,10 +136,21 @@ absl::Status Communicator::DumpFlightRecord(const std::string& path,
   return WriteTextFile(path, FlightRecord(reason));
 }
 
-std::string Communicator::MetricsText() const {
-  return metrics_->PrometheusText({{"rank", absl::StrCat(rank_)},
-                                   {"size", absl::StrCat(size_)},
-                                   {"transport", std::string(transport_->name())}});
+std::string Communicator::MetricsText() const { return MetricsRenderer()(); }
+
+std::function<std::string()> Communicator::MetricsRenderer() const {
+  return [metrics = metrics_,
+          labels = std::vector<std::pair<std::string, std::string>>{
+              {"rank", absl::StrCat(rank_)},
+              {"size", absl::StrCat(size_)},
+              {"transport", std::string(transport_->name())}}] {
+    return metrics->PrometheusText(labels);
+  };
+}
+
+void Communicator::Own(std::shared_ptr<void> resource) {
+  std::lock_guard<std::mutex> lock(owned_mu_);
+  owned_.push_back(std::move(resource));
 }
 
 absl::Status Communicator::WriteMetrics(const std::string& path) const {

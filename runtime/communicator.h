@@ -40,6 +40,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -205,6 +206,15 @@ class Communicator {
   const CollectiveMetrics& metrics() const { return *metrics_; }
   std::string MetricsText() const;
   absl::Status WriteMetrics(const std::string& path) const;
+  // Renders MetricsText() and owns what it reads, so it may outlive the
+  // communicator: what a scrape endpoint holds
+  // (runtime/bootstrap/metrics_server.h).
+  std::function<std::string()> MetricsRenderer() const;
+
+  // Keeps `resource` alive until the communicator is destroyed: what was
+  // built for it and has no other owner (the scrape endpoint that
+  // CreateCommunicatorFromEnvironment starts for RELAY_METRICS_PORT).
+  void Own(std::shared_ptr<void> resource);
 
  private:
   Communicator(TransportFactory& factory, const CollectiveEngine& engine,
@@ -268,6 +278,8 @@ class Communicator {
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_ =
       std::make_shared<CollectiveMetrics>();
+  std::mutex owned_mu_;
+  std::vector<std::shared_ptr<void>> owned_;  // Guarded by owned_mu_.
   // RegisterForSignalDump's handle (runtime/flight_dump_signal.h); 0: none.
   uint64_t signal_dump_handle_ = 0;
   // Null for one rank or with failure_poll_interval 0. Shared with the

@@ -30,6 +30,8 @@ readonly PACKAGES=(
   python3-torch    # embed/torch: the torch.distributed backend (torch 1.13, CPU)
   libtorch-dev     # its C++ headers (c10d ProcessGroup, ATen)
   python3-pybind11 # the pybind11 torch was built with
+  clang              # testing/fuzz: the libFuzzer build (--config=fuzz)
+  libclang-rt-14-dev # libFuzzer and clang's sanitizer runtimes
   git
 )
 

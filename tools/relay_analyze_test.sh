@@ -37,4 +37,28 @@ for op in 0 13 40; do
   echo "kill at op $op: $verdict"
   [[ "$verdict" == *"rank 1 was lost"* ]] || fail "kill at op $op: wrong verdict"
 done
+# Bad input is refused with exit status 2 and a message naming the problem,
+# never a traceback (tools/relay_analyze_fuzz.py fuzzes the same reader).
+refused() {  # NAME EXPECTED-MESSAGE-PART JSON...
+  local name="$1" want="$2"; shift 2
+  local d="$tmp/bad-$name"; mkdir -p "$d"
+  local r=0
+  for doc in "$@"; do printf '%s' "$doc" >"$d/relay_flight_rank$r.json"; r=$((r + 1)); done
+  local rc=0
+  python3 "$analyze" "$d" >"$d/out.txt" 2>"$d/err.txt" || rc=$?
+  echo "bad input ($name): exit $rc: $(cat "$d/err.txt")"
+  ((rc == 2)) || fail "$name: exit status $rc, not 2"
+  grep -q "$want" "$d/err.txt" || fail "$name: message lacks '$want'"
+  ! grep -q Traceback "$d/err.txt" || fail "$name: traceback"
+}
+ok='{"rank": 0, "size": 2, "reason": "", "entries": []}'
+refused not-json "not JSON" '{"rank": 0,'
+refused not-object "not a JSON object" '[1, 2]'
+refused no-entries '"entries" is missing' '{"rank": 0, "size": 2}'
+refused huge-world "not a world size" '{"rank": 0, "size": 1099511627776, "entries": []}'
+refused rank-outside "outside a job" '{"rank": 5, "size": 2, "entries": []}'
+refused bad-state '"state" is not one of' \
+  '{"rank": 0, "size": 1, "entries": [{"sequence": 0, "kind": "barrier", "state": "lost", "code": "OK", "message": "", "queued": "t"}]}'
+refused two-of-rank-0 "a second record for rank 0" "$ok" "$ok"
+refused two-jobs "different sizes" "$ok" '{"rank": 1, "size": 3, "entries": []}'
 echo PASS

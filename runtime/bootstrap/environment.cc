@@ -178,6 +178,22 @@ absl::StatusOr<LaunchEnvironment> ReadLaunchEnvironment(
     }
     out.store_port = **port;
   }
+  if (env.IsSet("RELAY_METRICS_PORT")) {
+    auto base = env.Int("RELAY_METRICS_PORT", 1);
+    if (!base.ok()) return base.status();
+    if (**base > 65535 - out.local_rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RELAY_METRICS_PORT=", **base, " plus local rank ", out.local_rank,
+          " is not a TCP port (1..65535)"));
+    }
+    out.metrics_port = **base + out.local_rank;
+  }
+  if (std::optional<std::string> host = lookup("RELAY_METRICS_ADDR")) {
+    if (host->empty()) {
+      return absl::InvalidArgumentError("RELAY_METRICS_ADDR is set but empty");
+    }
+    out.metrics_host = *host;
+  }
   out.token = lookup("RELAY_TOKEN").value_or("");
   out.transport = lookup("RELAY_TRANSPORT").value_or("");
   return out;

@@ -52,6 +52,11 @@ struct LaunchEnvironment {
   int store_port = 0;
   std::string token;
   std::string transport;  // Empty: the default.
+  // RELAY_METRICS_PORT: where this process serves GET /metrics, already
+  // offset by local_rank so the ranks of one host do not collide; 0: no
+  // endpoint. On RELAY_METRICS_ADDR, else 127.0.0.1.
+  int metrics_port = 0;
+  std::string metrics_host = "127.0.0.1";
 };
 
 inline constexpr int kDefaultStorePort = 29500;

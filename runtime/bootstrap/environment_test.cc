@@ -48,6 +48,36 @@ TEST(EnvironmentTest, RelayVariables) {
   EXPECT_EQ(env->store_port, 1234);
   EXPECT_EQ(env->token, "abc");
   EXPECT_EQ(env->transport, "ucx");
+  EXPECT_EQ(env->metrics_port, 0);  // No endpoint unless asked for.
+}
+
+// Verifies RELAY_METRICS_PORT: offset by the local rank, on loopback unless
+// RELAY_METRICS_ADDR says otherwise, refused outside the TCP ports.
+TEST(EnvironmentTest, MetricsEndpoint) {
+  Vars vars = {{"RANK", "3"},
+               {"WORLD_SIZE", "4"},
+               {"LOCAL_RANK", "1"},
+               {"LOCAL_WORLD_SIZE", "2"},
+               {"MASTER_ADDR", "node0"},
+               {"RELAY_METRICS_PORT", "9400"}};
+  auto env = Read(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->metrics_port, 9401);
+  EXPECT_EQ(env->metrics_host, "127.0.0.1");
+  vars["RELAY_METRICS_ADDR"] = "10.0.0.7";
+  env = Read(vars);
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_EQ(env->metrics_host, "10.0.0.7");
+
+  vars["RELAY_METRICS_PORT"] = "65535";  // Plus local rank 1.
+  ExpectError(vars, {"RELAY_METRICS_PORT=65535", "local rank 1"});
+  vars["RELAY_METRICS_PORT"] = "0";
+  ExpectError(vars, {"RELAY_METRICS_PORT"});
+  vars["RELAY_METRICS_PORT"] = "many";
+  ExpectError(vars, {"RELAY_METRICS_PORT"});
+  vars["RELAY_METRICS_PORT"] = "9400";
+  vars["RELAY_METRICS_ADDR"] = "";
+  ExpectError(vars, {"RELAY_METRICS_ADDR"});
 }
 
 TEST(EnvironmentTest, Torchrun) {

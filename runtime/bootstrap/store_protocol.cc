@@ -73,6 +73,11 @@ class Reader {
     return true;
   }
   bool AtEnd() const { return in_.empty(); }
+  // Whether `n` length-prefixed fields could still fit: each takes at
+  // least its 4-byte size. Checked before sizing a vector by a count read
+  // off the wire, so a few bytes cannot make the decoder allocate for
+  // tens of thousands of entries that are not there.
+  bool CouldHoldFields(uint32_t n) const { return n <= in_.size() / 4; }
 
  private:
   absl::string_view in_;
@@ -130,7 +135,8 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view body) {
     case Op::kGet: {
       uint32_t n = 0;
       if (!r.U64(&request.timeout_ms)) return Malformed("get", "timeout");
-      if (!r.U32(&n) || n == 0 || n > kMaxKeysPerGet) {
+      if (!r.U32(&n) || n == 0 || n > kMaxKeysPerGet ||
+          !r.CouldHoldFields(n)) {
         return Malformed("get", "key count");
       }
       request.keys.reserve(n);
@@ -186,7 +192,7 @@ absl::StatusOr<Response> DecodeResponse(Op op, absl::string_view body) {
         absl::Status(static_cast<absl::StatusCode>(code), message);
   } else if (op == Op::kGet) {
     uint32_t n = 0;
-    if (!r.U32(&n) || n > kMaxKeysPerGet) {
+    if (!r.U32(&n) || n > kMaxKeysPerGet || !r.CouldHoldFields(n)) {
       return Malformed("response", "value count");
     }
     response.values.resize(n);

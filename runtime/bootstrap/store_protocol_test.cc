@@ -3,12 +3,15 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/bootstrap/auth.h"
 
 namespace relay {
 namespace store_protocol {
 namespace {
+
+using ::testing::HasSubstr;
 
 absl::string_view Body(const std::string& frame) {
   return absl::string_view(frame).substr(4);
@@ -90,6 +93,22 @@ TEST(StoreProtocolTest, RejectsBadOpsCountsAndSizes) {
   std::string set(Body(EncodeRequest({.op = Op::kSet, .keys = {"k"}})));
   set[1] = '\x7f';
   EXPECT_FALSE(DecodeRequest(set).ok());
+
+  // Counts within the limit but beyond what the bytes left could hold
+  // (each field needs its 4-byte size) are refused before anything is
+  // sized by them.
+  std::string few(Body(EncodeRequest({.op = Op::kGet, .keys = {"a", "b"}})));
+  few[9] = 3;  // 3 keys claimed, 2 present.
+  absl::StatusOr<Request> short_get = DecodeRequest(few);
+  EXPECT_FALSE(short_get.ok());
+  EXPECT_THAT(std::string(short_get.status().message()), HasSubstr("key count"));
+  std::string values(Body(EncodeResponse(Op::kGet, Response{.values = {"x"}})));
+  values[1] = '\x60';
+  values[2] = '\xea';  // 60,000 values claimed in a 10-byte body.
+  absl::StatusOr<Response> short_values = DecodeResponse(Op::kGet, values);
+  EXPECT_FALSE(short_values.ok());
+  EXPECT_THAT(std::string(short_values.status().message()),
+              HasSubstr("value count"));
 
   EXPECT_FALSE(DecodeFrameSize(std::string(4, '\0')).ok());
   EXPECT_FALSE(DecodeFrameSize(std::string(4, '\xff')).ok());

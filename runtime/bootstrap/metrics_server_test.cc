@@ -1,0 +1,138 @@
+#include "runtime/bootstrap/metrics_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/bootstrap/socket.h"
+
+namespace relay {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Sends `request` and reads until the server closes the connection.
+std::string Exchange(int port, absl::string_view request) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<Socket> s = Socket::Connect("127.0.0.1", port, deadline);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return "";
+  if (!request.empty()) {
+    EXPECT_TRUE(s->SendAll(request, deadline).ok());
+  }
+  std::string out;
+  char buf[4096];
+  while (absl::Now() < deadline) {
+    pollfd p{s->fd(), POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = recv(s->fd(), buf, sizeof(buf), 0);
+    if (n == 0) break;
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::string Body(const std::string& response) {
+  const size_t end = response.find("\r\n\r\n");
+  return end == std::string::npos ? "" : response.substr(end + 4);
+}
+
+// Verifies that a scrape gets the render function's current text, with
+// Prometheus's content type and an exact Content-Length, once per request.
+TEST(MetricsServerTest, ServesWhatRenderReturnsOnEachScrape) {
+  std::atomic<int> renders{0};
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server = MetricsServer::Start(
+      {}, [&] { return absl::StrCat("relay_test_renders ", ++renders, "\n"); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->host(), "127.0.0.1");
+  EXPECT_GT((*server)->port(), 0);
+  for (int i = 1; i <= 3; ++i) {
+    const std::string r =
+        Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_THAT(r, StartsWith("HTTP/1.1 200 OK\r\n"));
+    EXPECT_THAT(r, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+    const std::string want = absl::StrCat("relay_test_renders ", i, "\n");
+    EXPECT_THAT(r, HasSubstr(absl::StrCat("Content-Length: ", want.size(), "\r\n")));
+    EXPECT_EQ(Body(r), want);
+  }
+  // A query string is ignored; HEAD gets the headers only.
+  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics?x=1 HTTP/1.0\r\n\r\n")),
+            "relay_test_renders 4\n");
+  const std::string head = Exchange((*server)->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(head, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_EQ(Body(head), "");
+  EXPECT_EQ((*server)->scrapes(), 5u);
+}
+
+// Verifies the answers to requests that are not a scrape, and that the
+// server keeps serving after each.
+TEST(MetricsServerTest, RefusesWhatIsNotAScrapeAndKeepsServing) {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Start({}, [] { return std::string("ok 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  EXPECT_THAT(Exchange(port, "GET / HTTP/1.1\r\n\r\n"), StartsWith("HTTP/1.1 404 "));
+  const std::string post = Exchange(port, "POST /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_THAT(post, StartsWith("HTTP/1.1 405 "));
+  EXPECT_THAT(post, HasSubstr("Allow: GET, HEAD\r\n"));
+  EXPECT_THAT(Exchange(port, "hello\r\n\r\n"), StartsWith("HTTP/1.1 400 "));
+  EXPECT_THAT(Exchange(port, "GET /metrics SPDY/3\r\n\r\n"), StartsWith("HTTP/1.1 400 "));
+  EXPECT_THAT(Exchange(port, std::string(20000, 'a')), StartsWith("HTTP/1.1 431 "));
+  EXPECT_EQ(Body(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+  EXPECT_EQ((*server)->scrapes(), 1u);
+}
+
+// Verifies that a client that connects and says nothing is dropped after
+// the client timeout, and the next one is served.
+TEST(MetricsServerTest, DropsAStalledClient) {
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server = MetricsServer::Start(
+      {.client_timeout = absl::Milliseconds(200)}, [] { return std::string("ok 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Exchange((*server)->port(), "GET /metr"), StartsWith("HTTP/1.1 408 "));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+}
+
+TEST(MetricsServerTest, RejectsBadOptions) {
+  auto render = [] { return std::string(); };
+  EXPECT_EQ(MetricsServer::Start({.port = 70000}, render).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer::Start({.client_timeout = absl::ZeroDuration()}, render)
+                .status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer::Start({}, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // A port already taken is Unavailable, naming the address.
+  absl::StatusOr<std::unique_ptr<MetricsServer>> first = MetricsServer::Start({}, render);
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<std::unique_ptr<MetricsServer>> second =
+      MetricsServer::Start({.port = (*first)->port()}, render);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+}
+
+TEST(HttpRequestLineTest, ParsesAndRefuses) {
+  absl::StatusOr<HttpRequestLine> ok = ParseHttpRequestLine("GET /metrics?a=b HTTP/1.1\r\n");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->method, "GET");
+  EXPECT_EQ(ok->path, "/metrics");
+  EXPECT_TRUE(ParseHttpRequestLine("HEAD / HTTP/1.0\n").ok());
+  for (const char* bad :
+       {"GET /metrics HTTP/1.1", "GET /metrics\r\n", " /metrics HTTP/1.1\r\n",
+        "G(T /metrics HTTP/1.1\r\n", "GET metrics HTTP/1.1\r\n",
+        "GET /me\x01trics HTTP/1.1\r\n", "GET /metrics HTTP/2\r\n",
+        "GET  /metrics HTTP/1.1\r\n", ""}) {
+    EXPECT_EQ(ParseHttpRequestLine(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+}  // namespace
+}  // namespace relay
