@@ -71,20 +71,27 @@ for t in "${targets[@]}"; do
   log="$work/$t.log"
   start=$(date +%s)
   if [[ "$t" == flight_record ]]; then
-    limit=(--seconds "$seconds"); ((runs)) && limit=(--runs "$runs")
-    /usr/bin/python3 tools/relay_analyze_fuzz.py "${limit[@]}" \
-      --crashes "$work/crashes/$t" "$corpus" >"$log" 2>&1
-    rc=$?
-    done_runs=$(sed -n 's/.*: \([0-9]*\) runs in .*/\1/p' "$log" | tail -1)
+    # One process per job, each with its own seed and share of the runs.
+    limit=(--seconds "$seconds"); ((runs)) && limit=(--runs $(((runs + jobs - 1) / jobs)))
+    pids=()
+    for ((j = 1; j <= jobs; j++)); do
+      /usr/bin/python3 tools/relay_analyze_fuzz.py "${limit[@]}" --seed "$j" \
+        --crashes "$work/crashes/$t" "$corpus" >"$log.$j" 2>&1 &
+      pids+=($!)
+    done
+    rc=0
+    for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+    cat "$log".* >"$log"; rm -f "$log".*
+    done_runs=$(sed -n 's/.*: \([0-9]*\) runs in .*/\1/p' "$log" | awk '{n += $1} END {print n + 0}')
   else
     limit=(-max_total_time="$seconds"); ((runs)) && limit=(-runs=$(((runs + jobs - 1) / jobs)))
     parallel=(); ((jobs > 1)) && parallel=(-jobs="$jobs" -workers="$jobs")
     (cd "$work" && "$bin/${t}_fuzzer" "${limit[@]}" "${parallel[@]}" -print_final_stats=1 \
       -artifact_prefix="$work/crashes/$t/" "$corpus") >"$log" 2>&1
     rc=$?
-    # One "stat::number_of_executed_units" per worker (fuzz-N.log with -jobs).
-    done_runs=$(cat "$log" "$work"/fuzz-*.log 2>/dev/null |
-      awk '/stat::number_of_executed_units/ {n += $2} END {print n + 0}')
+    # One "stat::number_of_executed_units" per job: with -jobs libFuzzer
+    # copies each job's log (fuzz-N.log) into its own output at the end.
+    done_runs=$(awk '/stat::number_of_executed_units/ {n += $2} END {print n + 0}' "$log")
     rm -f "$work"/fuzz-*.log
   fi
   took=$(($(date +%s) - start))
