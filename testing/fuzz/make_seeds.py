@@ -8,7 +8,9 @@ near misses, so libFuzzer starts from inputs that reach deep into the
 decoders. The wire layouts are those documented in
 runtime/bootstrap/store_protocol.h and runtime/fingerprint.cc; inputs that
 crashed a target later are added to its corpus by hand, never by this
-script. Deterministic: running it again rewrites the same files.
+script, and so are the files named by a hash: inputs libFuzzer found that
+reach code the seeds did not (`FUZZER -merge=1` of a long run's corpus).
+Deterministic: running it again rewrites the same files.
 """
 import os
 import struct
