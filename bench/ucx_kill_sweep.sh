@@ -8,20 +8,23 @@
 # time; the wait starts at or before the death, so this over-counts).
 #
 # Usage: bench/ucx_kill_sweep.sh [--runs N] [--seed S] [--within SECONDS]
-#                                [--tls UCX_TLS]
+#            [--tls UCX_TLS] [--peer-timeout SECONDS] [--ranks MIN-MAX]
 #   defaults: --runs 100 --seed 1 --within 2 --tls shm,self
+#             --peer-timeout 1 (RELAY_PEER_TIMEOUT) --ranks 4-8
 # Needs bazel-bin/testing/fault_rank (bazel build -c opt //testing:fault_rank).
 # Prints one line per run and a summary; exits 1 if any run failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-runs=100 seed=1 within=2 tls=shm,self
+runs=100 seed=1 within=2 tls=shm,self peer_timeout=1 min_ranks=4 max_ranks=8
 while (($#)); do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --seed) seed="$2"; shift 2 ;;
     --within) within="$2"; shift 2 ;;
     --tls) tls="$2"; shift 2 ;;
+    --peer-timeout) peer_timeout="$2"; shift 2 ;;
+    --ranks) min_ranks="${2%-*}"; max_ranks="${2#*-}"; shift 2 ;;
     -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "ucx_kill_sweep: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -32,11 +35,11 @@ bin=bazel-bin/testing/fault_rank
 RANDOM=$seed
 passed=0 failed=0 slowest=0
 for ((i = 1; i <= runs; i++)); do
-  n=$((4 + RANDOM % 5))
+  n=$((min_ranks + RANDOM % (max_ranks - min_ranks + 1)))
   victim=$((RANDOM % n))
   after=$((RANDOM % 30))
   start=$SECONDS
-  out="$(UCX_TLS=$tls RELAY_PEER_TIMEOUT=1 tools/relayrun -n "$n" --keep-going --timeout 120 -- \
+  out="$(UCX_TLS=$tls RELAY_PEER_TIMEOUT=$peer_timeout tools/relayrun -n "$n" --keep-going --timeout 120 -- \
     "$bin" --victim "$victim" --after "$after" --timeout 60 --within "$within" 2>&1)"
   rc=$?
   why=""
@@ -61,5 +64,5 @@ for ((i = 1; i <= runs; i++)); do
     sed 's/^/    /' <<<"$out" | tail -n 12
   fi
 done
-echo "ucx_kill_sweep: $passed/$runs runs passed (UCX_TLS=$tls, within $within s); slowest survivor ${slowest} s"
+echo "ucx_kill_sweep: $passed/$runs runs passed (UCX_TLS=$tls, RELAY_PEER_TIMEOUT=$peer_timeout, $min_ranks-$max_ranks ranks, within $within s); slowest survivor ${slowest} s"
 ((failed == 0))

@@ -54,7 +54,9 @@ class TcpStoreServer::Loop {
     return absl::OkStatus();
   }
 
-  void Stop() {
+  // Stops once every client has hung up, or at `linger_until`.
+  void Stop(absl::Time linger_until) {
+    linger_until_ns_.store(absl::ToUnixNanos(linger_until));
     stop_.store(true);
     uint64_t one = 1;
     ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
@@ -73,7 +75,12 @@ class TcpStoreServer::Loop {
   void Run() {
     std::vector<pollfd> fds;
     std::vector<uint64_t> ids;
-    while (!stop_.load()) {
+    while (true) {
+      if (stop_.load() &&
+          (conns_.empty() ||
+           absl::Now() >= absl::FromUnixNanos(linger_until_ns_.load()))) {
+        break;
+      }
       fds.clear();
       ids.clear();
       fds.push_back({wake_fd_.get(), POLLIN, 0});
@@ -138,6 +145,7 @@ class TcpStoreServer::Loop {
     for (const auto& [id, waiter] : waiters_) {
       next = std::min(next, waiter.deadline);
     }
+    if (stop_.load()) next = std::min(next, absl::FromUnixNanos(linger_until_ns_.load()));
     if (next == absl::InfiniteFuture()) return 1000;
     const int64_t ms = absl::ToInt64Milliseconds(next - absl::Now()) + 1;
     return static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
@@ -402,6 +410,7 @@ class TcpStoreServer::Loop {
   const TcpStoreServerOptions options_;
   FileDescriptor wake_fd_;
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> linger_until_ns_{0};  // Meaningful once stop_ is set.
   std::atomic<int64_t> accepted_{0}, authenticated_{0}, rejected_token_{0},
       dropped_malformed_{0};
 
@@ -418,6 +427,9 @@ class TcpStoreServer::Loop {
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& options) {
+  if (options.linger < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("TcpStoreServer: negative linger");
+  }
   absl::StatusOr<Listener> listener = Listener::Bind(options.host, options.port);
   if (!listener.ok()) {
     return absl::Status(listener.status().code(),
@@ -427,16 +439,17 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
   auto loop = std::make_unique<Loop>(listener->fd(), options);
   if (absl::Status s = loop->Init(); !s.ok()) return s;
   return std::unique_ptr<TcpStoreServer>(
-      new TcpStoreServer(*std::move(listener), std::move(loop)));
+      new TcpStoreServer(*std::move(listener), std::move(loop), options.linger));
 }
 
-TcpStoreServer::TcpStoreServer(Listener listener, std::unique_ptr<Loop> loop)
-    : listener_(std::move(listener)), loop_(std::move(loop)) {
+TcpStoreServer::TcpStoreServer(Listener listener, std::unique_ptr<Loop> loop,
+                               absl::Duration linger)
+    : listener_(std::move(listener)), linger_(linger), loop_(std::move(loop)) {
   thread_ = std::thread([this] { loop_->Run(); });
 }
 
 TcpStoreServer::~TcpStoreServer() {
-  loop_->Stop();
+  loop_->Stop(absl::Now() + linger_);
   thread_.join();
 }
 

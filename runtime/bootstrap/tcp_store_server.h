@@ -42,6 +42,13 @@ struct TcpStoreServerOptions {
   int port = 0;  // 0: the kernel picks a free one; see port().
   std::string token;
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // On destruction the server keeps serving its connected clients until
+  // they have all hung up, for at most this long. A job's store host that
+  // exits first (it finished first, or learned of a failure first) would
+  // otherwise take the side channel away from ranks still reading it: they
+  // would report the store lost instead of the rank that failed
+  // (bench/ucx_kill_sweep.sh found survivors 1 s late for that reason).
+  absl::Duration linger = absl::Seconds(2);
 };
 
 class TcpStoreServer {
@@ -66,9 +73,11 @@ class TcpStoreServer {
 
  private:
   class Loop;
-  TcpStoreServer(Listener listener, std::unique_ptr<Loop> loop);
+  TcpStoreServer(Listener listener, std::unique_ptr<Loop> loop,
+                 absl::Duration linger);
 
   Listener listener_;
+  const absl::Duration linger_;
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
 };

@@ -296,6 +296,42 @@ TEST(TcpStoreConnectTest, BadAddressesAreInvalidArgument) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Verifies that a server being destroyed keeps serving its connected
+// clients until they hang up (the job's store host exits first, the others
+// still read failures from it), and no longer than its linger time.
+TEST(TcpStoreServerTest, LingersUntilClientsHangUpOrTimeRunsOut) {
+  for (const bool hang_up : {true, false}) {
+    SCOPED_TRACE(hang_up ? "client hangs up" : "client stays");
+    auto server = TcpStoreServer::Start(
+        {.host = "127.0.0.1", .port = 0, .token = kToken,
+         .linger = hang_up ? absl::Seconds(30) : absl::Milliseconds(300)});
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client = TcpStore::Connect({.host = "127.0.0.1",
+                                     .port = (*server)->port(),
+                                     .token = kToken});
+    ASSERT_TRUE(client.ok()) << client.status();
+    ASSERT_TRUE((*client)->Set("failure/2", "lost").ok());
+    const absl::Time start = absl::Now();
+    std::thread destroy([&] { server->reset(); });
+    absl::SleepFor(absl::Milliseconds(100));
+    if (hang_up) {
+      // Still served while it lingers; then the last client leaves.
+      EXPECT_EQ(*(*client)->Get("failure/2", absl::Seconds(1)), "lost");
+      EXPECT_TRUE((*client)->Add("failures", 1).ok());
+      client->reset();
+      destroy.join();
+      EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+    } else {
+      destroy.join();
+      EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+      EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+      EXPECT_EQ((*client)->Set("k", "v").code(), absl::StatusCode::kUnavailable);
+    }
+  }
+  EXPECT_EQ(TcpStoreServer::Start({.linger = -absl::Seconds(1)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TcpStoreHostTest, HostRunsTheServerAndOthersJoin) {
   auto host = TcpStore::Host({.host = "127.0.0.1", .port = 0, .token = "t"});
   ASSERT_TRUE(host.ok()) << host.status();
