@@ -1,9 +1,7 @@
 // Verifies RELAY_METRICS_PORT end to end: CreateCommunicatorFromEnvironment
 // starts the scrape endpoint, it reports the collectives the communicator
 // ran, and it stops with the communicator.
-#include <poll.h>
 #include <stdlib.h>
-#include <sys/socket.h>
 
 #include <string>
 #include <vector>
@@ -13,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "relay.h"
 #include "runtime/bootstrap/socket.h"
+#include "testing/http_client.h"
 
 namespace relay {
 namespace {
@@ -27,24 +26,7 @@ int FreePort() {
 }
 
 absl::StatusOr<std::string> Scrape(int port) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  absl::StatusOr<Socket> s = Socket::Connect("127.0.0.1", port, deadline,
-                                             /*retry=*/false);
-  if (!s.ok()) return s.status();
-  if (absl::Status sent = s->SendAll("GET /metrics HTTP/1.1\r\n\r\n", deadline);
-      !sent.ok()) {
-    return sent;
-  }
-  std::string out;
-  char buf[4096];
-  while (absl::Now() < deadline) {
-    pollfd p{s->fd(), POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = recv(s->fd(), buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
+  return HttpExchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
 }
 
 TEST(MetricsEndpointTest, ServesTheCommunicatorsMetricsWhileItLives) {

@@ -1,15 +1,12 @@
 #include "runtime/bootstrap/metrics_server.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <atomic>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/bootstrap/socket.h"
+#include "testing/http_client.h"
 
 namespace relay {
 namespace {
@@ -17,30 +14,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-// Sends `request` and reads until the server closes the connection.
+// The whole response to `request`; "" (and a test failure) if the
+// connection could not be made.
 std::string Exchange(int port, absl::string_view request) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  absl::StatusOr<Socket> s = Socket::Connect("127.0.0.1", port, deadline);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return "";
-  if (!request.empty()) {
-    EXPECT_TRUE(s->SendAll(request, deadline).ok());
-  }
-  std::string out;
-  char buf[4096];
-  while (absl::Now() < deadline) {
-    pollfd p{s->fd(), POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = recv(s->fd(), buf, sizeof(buf), 0);
-    if (n == 0) break;
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-std::string Body(const std::string& response) {
-  const size_t end = response.find("\r\n\r\n");
-  return end == std::string::npos ? "" : response.substr(end + 4);
+  absl::StatusOr<std::string> r = HttpExchange(port, request);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : "";
 }
 
 // Verifies that a scrape gets the render function's current text, with
@@ -59,14 +38,14 @@ TEST(MetricsServerTest, ServesWhatRenderReturnsOnEachScrape) {
     EXPECT_THAT(r, HasSubstr("Content-Type: text/plain; version=0.0.4"));
     const std::string want = absl::StrCat("relay_test_renders ", i, "\n");
     EXPECT_THAT(r, HasSubstr(absl::StrCat("Content-Length: ", want.size(), "\r\n")));
-    EXPECT_EQ(Body(r), want);
+    EXPECT_EQ(HttpBody(r), want);
   }
   // A query string is ignored; HEAD gets the headers only.
-  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics?x=1 HTTP/1.0\r\n\r\n")),
+  EXPECT_EQ(HttpBody(Exchange((*server)->port(), "GET /metrics?x=1 HTTP/1.0\r\n\r\n")),
             "relay_test_renders 4\n");
   const std::string head = Exchange((*server)->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
   EXPECT_THAT(head, StartsWith("HTTP/1.1 200 OK\r\n"));
-  EXPECT_EQ(Body(head), "");
+  EXPECT_EQ(HttpBody(head), "");
   EXPECT_EQ((*server)->scrapes(), 5u);
 }
 
@@ -84,7 +63,7 @@ TEST(MetricsServerTest, RefusesWhatIsNotAScrapeAndKeepsServing) {
   EXPECT_THAT(Exchange(port, "hello\r\n\r\n"), StartsWith("HTTP/1.1 400 "));
   EXPECT_THAT(Exchange(port, "GET /metrics SPDY/3\r\n\r\n"), StartsWith("HTTP/1.1 400 "));
   EXPECT_THAT(Exchange(port, std::string(20000, 'a')), StartsWith("HTTP/1.1 431 "));
-  EXPECT_EQ(Body(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+  EXPECT_EQ(HttpBody(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
   EXPECT_EQ((*server)->scrapes(), 1u);
 }
 
@@ -97,7 +76,7 @@ TEST(MetricsServerTest, DropsAStalledClient) {
   const absl::Time start = absl::Now();
   EXPECT_THAT(Exchange((*server)->port(), "GET /metr"), StartsWith("HTTP/1.1 408 "));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  EXPECT_EQ(Body(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
+  EXPECT_EQ(HttpBody(Exchange((*server)->port(), "GET /metrics HTTP/1.1\r\n\r\n")), "ok 1\n");
 }
 
 TEST(MetricsServerTest, RejectsBadOptions) {
