@@ -24,9 +24,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/synchronization/barrier.h"
 #include "absl/time/clock.h"
+#include "bench/flags.h"
 #include "embed/bucketing/bucketed_buffers.h"
 #include "embed/bucketing/gradient_bucketer.h"
 #include "relay.h"
@@ -141,35 +141,30 @@ std::vector<Span> RunRank(Communicator& comm, const Flags& f, Mode mode,
   return seconds;
 }
 
+constexpr char kUsage[] =
+    "bucketing: all_reduce of many small tensors, unfused vs fused\n"
+    "  --ranks N         loopback ranks (threads), default 4\n"
+    "  --tensors N       tensors per step, default 1000\n"
+    "  --bytes N         bytes per tensor (float32), default 4096\n"
+    "  --bucket-bytes N  bucket size of both fused ways, default 25 MiB\n"
+    "  --steps N         timed steps per way, default 15 (median shown)\n";
+
 int Main(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") {
-      std::printf(
-          "bucketing: all_reduce of many small tensors, unfused vs fused\n"
-          "  --ranks N         loopback ranks (threads), default 4\n"
-          "  --tensors N       tensors per step, default 1000\n"
-          "  --bytes N         bytes per tensor (float32), default 4096\n"
-          "  --bucket-bytes N  bucket size of both fused ways, default 25 MiB\n"
-          "  --steps N         timed steps per way, default 15 (median shown)\n");
-      return 0;
-    }
-    int64_t v = 0;
-    if (i + 1 >= argc || !absl::SimpleAtoi(argv[i + 1], &v) || v <= 0) {
-      std::fprintf(stderr, "bucketing: %s wants a positive integer (see --help)\n",
-                   flag.c_str());
-      return 2;
-    }
-    ++i;
-    if (flag == "--ranks") f.ranks = static_cast<int>(v);
-    else if (flag == "--tensors") f.tensors = static_cast<int>(v);
-    else if (flag == "--bytes") f.bytes = v;
-    else if (flag == "--bucket-bytes") f.bucket_bytes = v;
-    else if (flag == "--steps") f.steps = static_cast<int>(v);
-    else {
-      std::fprintf(stderr, "bucketing: unknown flag %s (see --help)\n", flag.c_str());
-      return 2;
+  bench::FlagParser p("bucketing", kUsage, argc, argv);
+  while (p.Next()) {
+    if (p.name() == "--ranks") {
+      f.ranks = p.Int(1);
+    } else if (p.name() == "--tensors") {
+      f.tensors = p.Int(1);
+    } else if (p.name() == "--bytes") {
+      f.bytes = p.Int(1);
+    } else if (p.name() == "--bucket-bytes") {
+      f.bucket_bytes = p.Int(1);
+    } else if (p.name() == "--steps") {
+      f.steps = p.Int(1);
+    } else {
+      p.Unknown();
     }
   }
   if (f.bytes % sizeof(float) != 0) {

@@ -41,6 +41,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/flags.h"
 #include "bench/report.h"
 #include "relay.h"
 #include "runtime/bootstrap/environment.h"
@@ -117,76 +118,43 @@ bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
   std::exit(2);
 }
 
-template <typename T>
-T ParseOr2(const std::string& flag, const absl::StatusOr<T>& value) {
-  if (!value.ok()) BadFlag(absl::StrCat(flag, ": ", value.status().message()));
-  return *value;
-}
-
-int ParseInt(const std::string& flag, const std::string& v, int lo) {
-  int out = 0;
-  if (!absl::SimpleAtoi(v, &out) || out < lo) {
-    BadFlag(absl::StrCat(flag, " wants an integer >= ", lo, ", got '", v, "'"));
-  }
-  return out;
-}
-
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) BadFlag(absl::StrCat("unknown flag or missing value: ", flag));
-    const std::string v = argv[++i];
-    if (flag == "-b") {
-      f.min_bytes = ParseOr2(flag, bench::ParseSize(v));
-    } else if (flag == "-e") {
-      f.max_bytes = ParseOr2(flag, bench::ParseSize(v));
-    } else if (flag == "-f") {
-      if (!absl::SimpleAtod(v, &f.factor)) BadFlag("-f wants a number");
-    } else if (flag == "-n") {
-      f.iters = ParseInt(flag, v, 1);
-    } else if (flag == "-w") {
-      f.warmup = ParseInt(flag, v, 0);
+  bench::FlagParser p("collectives", kUsage, argc, argv);
+  while (p.Next()) {
+    const std::string& flag = p.name();
+    if (bench::SweepFlag(p, f)) {
+      continue;
     } else if (flag == "-c") {
-      f.check = ParseInt(flag, v, 0) != 0;
+      f.check = p.Int(0) != 0;
     } else if (flag == "--ranks") {
-      f.ranks = ParseInt(flag, v, 1);
+      f.ranks = p.Int(1);
       f.ranks_given = true;
     } else if (flag == "--root") {
-      f.root = ParseInt(flag, v, 0);
+      f.root = p.Int(0);
     } else if (flag == "--transport") {
-      f.transport = v;
+      f.transport = p.value();
       f.transport_given = true;
     } else if (flag == "--collective") {
-      f.kinds = v == "all" ? AllCollectiveKinds()
-                           : std::vector<CollectiveKind>{
-                                 ParseOr2(flag, ParseCollective(v))};
+      f.kinds = p.value() == "all" ? AllCollectiveKinds()
+                                   : std::vector<CollectiveKind>{
+                                         p.Or2(ParseCollective(p.value()))};
     } else if (flag == "--dtype") {
-      f.dtype = ParseOr2(flag, ParseDataType(v));
+      f.dtype = p.Or2(ParseDataType(p.value()));
     } else if (flag == "--op") {
-      f.op = ParseOr2(flag, ParseReduceOp(v));
+      f.op = p.Or2(ParseReduceOp(p.value()));
     } else if (flag == "--algorithm") {
-      f.algorithm = ParseOr2(flag, ParseAlgorithm(v));
+      f.algorithm = p.Or2(ParseAlgorithm(p.value()));
     } else if (flag == "--timeout") {
-      f.timeout = absl::Seconds(ParseInt(flag, v, 1));
+      f.timeout = absl::Seconds(p.Int(1));
     } else if (flag == "--bind") {
-      if (v != "auto" && v != "core" && v != "none") {
-        BadFlag("--bind wants auto, core or none");
-      }
-      f.bind = v;
+      f.bind = p.OneOf({"auto", "core", "none"});
     } else if (flag == "--cuda-stream") {
-      if (v != "default" && v != "own") {
-        BadFlag("--cuda-stream wants default or own");
-      }
-      f.own_stream = v == "own";
+      f.own_stream = p.OneOf({"default", "own"}) == "own";
     } else if (flag == "--json") {
-      f.json = v;
+      f.json = p.value();
     } else {
-      BadFlag(absl::StrCat("unknown flag: ", flag));
+      p.Unknown();
     }
   }
   if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);

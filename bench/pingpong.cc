@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/flags.h"
 #include "bench/report.h"
 #include "relay.h"
 #include "runtime/bootstrap/environment.h"
@@ -54,43 +55,22 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) BadFlag(absl::StrCat("unknown flag or missing value: ", flag));
-    const std::string v = argv[++i];
-    int n = 0;
-    auto positive = [&](int lo) {
-      if (!absl::SimpleAtoi(v, &n) || n < lo) {
-        BadFlag(absl::StrCat(flag, " wants an integer >= ", lo));
-      }
-      return n;
-    };
-    if (flag == "-b" || flag == "-e") {
-      absl::StatusOr<size_t> size = bench::ParseSize(v);
-      if (!size.ok()) BadFlag(absl::StrCat(flag, ": ", size.status().message()));
-      (flag == "-b" ? f.min_bytes : f.max_bytes) = *size;
-    } else if (flag == "-f") {
-      if (!absl::SimpleAtod(v, &f.factor)) BadFlag("-f wants a number");
-    } else if (flag == "-n") {
-      f.iters = positive(1);
-    } else if (flag == "-w") {
-      f.warmup = positive(0);
-    } else if (flag == "--window") {
-      f.window = positive(1);
-    } else if (flag == "--transport") {
-      f.transport = v;
+  bench::FlagParser p("pingpong", kUsage, argc, argv);
+  while (p.Next()) {
+    if (bench::SweepFlag(p, f)) {
+      continue;
+    } else if (p.name() == "--window") {
+      f.window = p.Int(1);
+    } else if (p.name() == "--transport") {
+      f.transport = p.value();
       f.transport_given = true;
     } else {
-      BadFlag(absl::StrCat("unknown flag: ", flag));
+      p.Unknown();
     }
   }
   if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);
       !s.ok()) {
-    BadFlag(std::string(s.message()));
+    p.Fail(std::string(s.message()));
   }
   return f;
 }

@@ -32,6 +32,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/flags.h"
 #include "bench/report.h"
 #include "gloo/allreduce.h"
 #include "gloo/allreduce_bcube.h"
@@ -75,46 +76,22 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) BadFlag(absl::StrCat(flag, " wants a value"));
-    const std::string v = argv[++i];
-    auto integer = [&](int min) {
-      int x = 0;
-      if (!absl::SimpleAtoi(v, &x) || x < min) {
-        BadFlag(absl::StrCat(flag, " wants an integer >= ", min));
-      }
-      return x;
-    };
-    if (flag == "-b" || flag == "-e") {
-      absl::StatusOr<size_t> size = bench::ParseSize(v);
-      if (!size.ok()) BadFlag(std::string(size.status().message()));
-      (flag == "-b" ? f.min_bytes : f.max_bytes) = *size;
-    } else if (flag == "-f") {
-      if (!absl::SimpleAtod(v, &f.factor)) BadFlag("-f wants a number");
-    } else if (flag == "-n") {
-      f.iters = integer(1);
-    } else if (flag == "-w") {
-      f.warmup = integer(0);
+  bench::FlagParser p("gloo_allreduce", kUsage, argc, argv);
+  while (p.Next()) {
+    const std::string& flag = p.name();
+    if (bench::SweepFlag(p, f)) {
+      continue;
     } else if (flag == "-c") {
-      f.check = integer(0) != 0;
+      f.check = p.Int(0) != 0;
     } else if (flag == "--algorithm") {
-      static const char* kKnown[] = {"ring",     "ring_chunked", "halving_doubling",
-                                     "bcube",    "new_ring",     "new_bcube"};
-      if (std::find(std::begin(kKnown), std::end(kKnown), v) == std::end(kKnown)) {
-        BadFlag(absl::StrCat("unknown --algorithm ", v));
-      }
-      f.algorithm = v;
+      f.algorithm = p.OneOf({"ring", "ring_chunked", "halving_doubling", "bcube",
+                             "new_ring", "new_bcube"});
     } else if (flag == "--store-dir") {
-      f.store_dir = v;
+      f.store_dir = p.value();
     } else if (flag == "--json") {
-      f.json = v;
+      f.json = p.value();
     } else {
-      BadFlag(absl::StrCat("unknown flag: ", flag));
+      p.Unknown();
     }
   }
   if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);

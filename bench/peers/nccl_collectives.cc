@@ -34,6 +34,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "bench/flags.h"
 #include "bench/report.h"
 
 namespace relay {
@@ -96,48 +97,28 @@ struct Flags {
 
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) BadFlag(absl::StrCat(flag, " wants a value"));
-    const std::string v = argv[++i];
-    auto integer = [&](int min) {
-      int x = 0;
-      if (!absl::SimpleAtoi(v, &x) || x < min) {
-        BadFlag(absl::StrCat(flag, " wants an integer >= ", min));
-      }
-      return x;
-    };
-    if (flag == "-b" || flag == "-e") {
-      absl::StatusOr<size_t> s = bench::ParseSize(v);
-      if (!s.ok()) BadFlag(std::string(s.status().message()));
-      (flag == "-b" ? f.min_bytes : f.max_bytes) = *s;
-    } else if (flag == "-f") {
-      if (!absl::SimpleAtod(v, &f.factor)) BadFlag("-f wants a number");
-    } else if (flag == "-n") {
-      f.iters = integer(1);
-    } else if (flag == "-w") {
-      f.warmup = integer(0);
+  bench::FlagParser p("nccl_collectives", kUsage, argc, argv);
+  while (p.Next()) {
+    const std::string& flag = p.name();
+    if (bench::SweepFlag(p, f)) {
+      continue;
     } else if (flag == "-c") {
-      f.check = integer(0) != 0;
+      f.check = p.Int(0) != 0;
     } else if (flag == "-g") {
-      f.gpus = integer(1);
+      f.gpus = p.Int(1);
     } else if (flag == "-t") {
-      f.threads = integer(0) != 0;
+      f.threads = p.Int(0) != 0;
     } else if (flag == "--collective") {
-      if (v == "all") {
-        f.collectives = {"all_reduce", "all_gather", "reduce_scatter",
-                         "broadcast", "reduce"};
-      } else if (v == "all_reduce" || v == "all_gather" ||
-                 v == "reduce_scatter" || v == "broadcast" || v == "reduce") {
-        f.collectives = {v};
-      } else {
-        BadFlag(absl::StrCat("unknown --collective ", v));
-      }
+      const std::string& v = p.OneOf({"all", "all_reduce", "all_gather",
+                                      "reduce_scatter", "broadcast", "reduce"});
+      f.collectives = v == "all"
+                          ? std::vector<std::string>{"all_reduce", "all_gather",
+                                                     "reduce_scatter",
+                                                     "broadcast", "reduce"}
+                          : std::vector<std::string>{v};
     } else if (flag == "--dtype") {
+      const std::string& v =
+          p.OneOf({"float32", "bfloat16", "float16", "float64", "int32"});
       if (v == "float32") {
         f.dtype = ncclFloat32, f.dtype_name = "float", f.esize = 4;
       } else if (v == "bfloat16") {
@@ -146,20 +127,18 @@ Flags ParseFlags(int argc, char** argv) {
         f.dtype = ncclFloat16, f.dtype_name = "half", f.esize = 2;
       } else if (v == "float64") {
         f.dtype = ncclFloat64, f.dtype_name = "double", f.esize = 8;
-      } else if (v == "int32") {
-        f.dtype = ncclInt32, f.dtype_name = "int32", f.esize = 4;
       } else {
-        BadFlag(absl::StrCat("unknown --dtype ", v));
+        f.dtype = ncclInt32, f.dtype_name = "int32", f.esize = 4;
       }
     } else if (flag == "--json") {
-      f.json = v;
+      f.json = p.value();
     } else {
-      BadFlag(absl::StrCat("unknown flag ", flag));
+      p.Unknown();
     }
   }
   if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);
       !s.ok()) {
-    BadFlag(std::string(s.message()));
+    p.Fail(std::string(s.message()));
   }
   return f;
 }
