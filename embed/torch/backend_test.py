@@ -170,6 +170,21 @@ def main():
     dist.all_reduce(t)
     expect_equal(t, sum(data(r, n) for r in ranks), "all_reduce after refused calls")
 
+    # Metrics: the default group is relay's, and counts this all_reduce.
+    pg = dist.distributed_c10d._get_default_group()
+
+    def all_reduces():
+        for line in pg.metrics_text().splitlines():
+            if line.startswith("relay_collective_operations_total{") and 'collective="all_reduce"' in line:
+                return int(line.rsplit(" ", 1)[1])
+        return 0
+
+    before = all_reduces()
+    dist.all_reduce(data(rank, n))
+    expect_equal(torch.tensor([all_reduces() - before]), torch.tensor([1]),
+                 "metrics count one more all_reduce")
+    expect_equal(torch.tensor([before >= 1]), torch.tensor([True]), "metrics saw earlier all_reduces")
+
     # A subgroup: torch builds another relay process group for it.
     evens = list(range(0, size, 2))
     group = dist.new_group(evens)

@@ -18,7 +18,9 @@ PYBIND11_MODULE(_relay_torch, m) {
              c10::intrusive_ptr<relay_torch::ProcessGroupRelay>>(
       m, "ProcessGroupRelay")
       .def_property_readonly("transport",
-                             &relay_torch::ProcessGroupRelay::transport);
+                             &relay_torch::ProcessGroupRelay::transport)
+      .def("metrics_text", &relay_torch::ProcessGroupRelay::metrics_text,
+           "This rank's collective metrics, Prometheus text format");
   // Called as creator(store, rank, world_size, timeout) by
   // torch.distributed for backend="relay". Blocks until every rank joined,
   // without holding the GIL.

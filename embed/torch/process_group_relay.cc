@@ -234,6 +234,8 @@ std::string ProcessGroupRelay::transport() const {
   return std::string(comm_->transport_name());
 }
 
+std::string ProcessGroupRelay::metrics_text() const { return comm_->MetricsText(); }
+
 relay::CollectiveOptions ProcessGroupRelay::OptionsFor(
     std::chrono::milliseconds timeout) const {
   relay::CollectiveOptions options;

@@ -44,6 +44,10 @@ class ProcessGroupRelay final : public c10d::ProcessGroup {
   const std::string getBackendName() const override { return "relay"; }
   // The relay transport underneath ("ucx", "nccl", ...).
   std::string transport() const;
+  // This rank's collective counters and latency histograms in the
+  // Prometheus text format (relay::Communicator::MetricsText), for a
+  // training script to export with the rest of its metrics.
+  std::string metrics_text() const;
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
