@@ -43,6 +43,8 @@ for t in "${targets[@]}"; do
 done
 [[ "$seconds" =~ ^[0-9]+$ && "$runs" =~ ^[0-9]+$ && "$jobs" =~ ^[1-9][0-9]*$ ]] ||
   { echo "run.sh: --seconds, --runs and --jobs take whole numbers" >&2; exit 2; }
+# libFuzzer reads -max_total_time=0 as "no limit": refuse a run without one.
+((seconds > 0 || runs > 0)) || { echo "run.sh: give --seconds or --runs above 0" >&2; exit 2; }
 
 command -v clang >/dev/null || { echo "run.sh: clang is missing (tools/bootstrap.sh installs it)" >&2; exit 2; }
 work="${RELAY_FUZZ_WORK:-$(mktemp -d)}"
