@@ -63,8 +63,24 @@ static relay_status run_and_wait(relay_status started, relay_request** out) {
 }
 
 /* Element j of rank r's input: exact in float64 sums and products. */
+/* Distinct per rank (the r/8 part) and not ordered by rank (the rest), so
+   the rank holding an element's max or min changes from element to
+   element: a max that returned the last rank's input would fail. Eighths
+   keep sums and products of a few ranks exact. */
 static double input(int rank, size_t j) {
-  return (double)((rank + 1) * 100 + (int)(j % 13)) / 4.0;
+  return (double)((rank * 5 + (int)(j % 13) * 3) % 17 + 1) + rank / 8.0;
+}
+
+static double max_over_ranks(int size, size_t j) {
+  double m = input(0, j);
+  for (int r = 1; r < size; ++r) m = input(r, j) > m ? input(r, j) : m;
+  return m;
+}
+
+static double min_over_ranks(int size, size_t j) {
+  double m = input(0, j);
+  for (int r = 1; r < size; ++r) m = input(r, j) < m ? input(r, j) : m;
+  return m;
 }
 
 typedef struct {
@@ -127,7 +143,7 @@ static void* run_rank(void* p) {
                          &req),
             comm);
   for (size_t j = 0; j < n; ++j) {
-    const double want = input(size - 1, j);
+    const double want = max_over_ranks(size, j);
     check(out[j] == want, rank, size, "all_reduce max", j, out[j], want);
   }
 
@@ -181,7 +197,7 @@ static void* run_rank(void* p) {
                          &req),
             comm);
   for (size_t j = 0; j < n; ++j) {
-    const double want = input(0, (size_t)rank * n + j);
+    const double want = min_over_ranks(size, (size_t)rank * n + j);
     check(out[j] == want, rank, size, "reduce_scatter min", j, out[j], want);
   }
   EXPECT_OK(run_and_wait(relay_scatter(comm, rank == 0 ? in : NULL, out, n,

@@ -60,12 +60,18 @@ def main():
         dist.all_reduce(t)
         want = sum(data(r, n, torch.float64) // scale for r in ranks).to(dtype)
         expect_equal(t, want, f"all_reduce sum {dtype}")
-    t = data(rank, n)
+    # data() grows with the rank; max and min need inputs whose largest and
+    # smallest element comes from a different rank element by element.
+    def mixed(r):
+        return ((torch.arange(n) * 7 + r * 5) % 17 + 1).to(torch.float32) + r / 8
+
+    everyone = torch.stack([mixed(r) for r in ranks])
+    t = mixed(rank)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    expect_equal(t, data(size - 1, n), "all_reduce max")
-    t = data(rank, n)
+    expect_equal(t, everyone.max(dim=0).values, "all_reduce max")
+    t = mixed(rank)
     dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    expect_equal(t, data(0, n), "all_reduce min")
+    expect_equal(t, everyone.min(dim=0).values, "all_reduce min")
     t = data(rank, n, torch.int64)
     dist.all_reduce(t, op=dist.ReduceOp.PRODUCT)
     want = torch.ones(n, dtype=torch.int64)
