@@ -31,14 +31,14 @@ absl::StatusOr<BucketedBuffers> BucketedBuffers::Create(
       return absl::InvalidArgumentError(
           "BucketedBuffers: the buffers' total size overflows");
     }
-    // A new bucket unless this buffer fits in the open one (a first
-    // buffer, or one that does not fit, starts one).
-    if (bucket_starts.empty() ||
-        bucket_counts.back() + count > bucket_elements) {
-      if (bucket_starts.empty() || bucket_counts.back() > 0) {
-        bucket_starts.push_back(total);
-        bucket_counts.push_back(0);
-      }
+    // The open bucket takes this buffer if it fits, or if the bucket is
+    // still empty (a buffer larger than a bucket goes alone).
+    const bool fits = !bucket_counts.empty() &&
+                      (bucket_counts.back() == 0 ||
+                       bucket_counts.back() + count <= bucket_elements);
+    if (!fits) {
+      bucket_starts.push_back(total);
+      bucket_counts.push_back(0);
     }
     offsets.push_back(total);
     bucket_of.push_back(bucket_starts.size() - 1);
