@@ -9,8 +9,11 @@ training on its own shard of a synthetic regression set (seeded by rank),
 plain SGD for --steps steps with DDP averaging gradients every step through
 `backend` ("relay", "gloo", ...). Rank 0 saves the final parameters to OUT;
 every rank checks that its parameters equal rank 0's exactly (DDP's
-promise) and prints its final loss.
+promise) and prints its final loss. --device cuda trains on GPU LOCAL_RANK
+(one GPU per process; for relay set RELAY_TRANSPORT=nccl); the data is made
+on the host either way, so runs on both devices see the same samples.
 """
+import os
 import argparse
 import sys
 
@@ -25,7 +28,13 @@ def main():
     p.add_argument("out", help="where rank 0 saves the final parameters (torch.save)")
     p.add_argument("--steps", type=int, default=30, help="SGD steps (default 30)")
     p.add_argument("--batch", type=int, default=64, help="samples per rank per step")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the model trains (cuda: GPU LOCAL_RANK)")
     args = p.parse_args()
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)  # NCCL-backed transports bind to it
 
     if args.backend == "relay":
         import relay_torch  # noqa: F401  (registers backend "relay")
@@ -34,9 +43,10 @@ def main():
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Tanh(),
-                                torch.nn.Linear(64, 8))
+                                torch.nn.Linear(64, 8)).to(device)
     # Small buckets, so one step's gradients take several all_reduces.
-    ddp = DDP(model, bucket_cap_mb=0.005)
+    ddp = DDP(model, bucket_cap_mb=0.005,
+              device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
 
     data = torch.Generator().manual_seed(1000 + rank)
@@ -45,6 +55,7 @@ def main():
     for _ in range(args.steps):
         x = torch.randn(args.batch, 32, generator=data)
         y = x @ target_map + 0.1 * torch.randn(args.batch, 8, generator=data)
+        x, y = x.to(device), y.to(device)
         opt.zero_grad()
         loss = torch.nn.functional.mse_loss(ddp(x), y)
         loss.backward()
@@ -57,7 +68,7 @@ def main():
     print(f"rank {rank}: backend {args.backend}, {args.steps} steps, final loss "
           f"{loss.item():.6f}, parameters {'equal' if same else 'DIFFER from'} rank 0's")
     if rank == 0:
-        torch.save(mine, args.out)
+        torch.save(mine.cpu(), args.out)
     dist.barrier()
     dist.destroy_process_group()
     return 0 if same else 1

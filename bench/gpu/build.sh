@@ -14,6 +14,7 @@
 # which the folder also holds):
 #   gpu_bin/run_checks.sh OUT             # GPU tests and conformance
 #   gpu_bin/compare_nccl.sh OUT           # relay's NCCL transport vs raw NCCL
+#   gpu_bin/torch_vs_nccl.sh OUT          # torch backend "relay" vs "nccl"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
@@ -35,5 +36,9 @@ for t in "${targets[@]}"; do
   chmod u+w "$out/$(basename "$path")"
 done
 cp -f tools/relayrun bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
-  bench/gpu/compare_nccl.py bench/plot_busbw.py bench/report_rows.py "$out/"
+  bench/gpu/compare_nccl.py bench/plot_busbw.py bench/report_rows.py \
+  bench/gpu/torch_vs_nccl.sh bench/torch_allreduce.py examples/ddp_train.py \
+  embed/torch/backend_cuda_test.py "$out/"
+# The torch extension is compiled on the GPU host against its torch.
+embed/torch/pack_for_host.sh "$out/torch"
 echo "built into $out/: $(ls "$out" | tr '\n' ' ')"

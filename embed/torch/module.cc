@@ -1,7 +1,7 @@
 // File: embed/torch/module.cc
 //
 // The Python extension _relay_torch: ProcessGroupRelay as a subclass of
-// torch's ProcessGroup binding (torch.distributed must be imported first,
+// torch's ProcessGroup binding (torch 1.x) or Backend binding (torch 2.x) (torch.distributed must be imported first,
 // which relay_torch/__init__.py does), and the creator function
 // torch.distributed.Backend.register_backend calls.
 #include <pybind11/chrono.h>
@@ -14,7 +14,7 @@ namespace py = pybind11;
 
 PYBIND11_MODULE(_relay_torch, m) {
   m.doc() = "relay's torch.distributed backend (embed/torch)";
-  py::class_<relay_torch::ProcessGroupRelay, c10d::ProcessGroup,
+  py::class_<relay_torch::ProcessGroupRelay, relay_torch::BackendBase,
              c10::intrusive_ptr<relay_torch::ProcessGroupRelay>>(
       m, "ProcessGroupRelay")
       .def_property_readonly("transport",

@@ -12,6 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "embed/torch/c10d_store.h"
 
+#ifdef RELAY_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace relay_torch {
 namespace {
 
@@ -63,6 +67,18 @@ relay::Device DeviceOf(const at::Tensor& t) {
                      : relay::Device::Host();
 }
 
+// The caller's current stream on `t`'s device (CUDA tensors), else null.
+void* CurrentStream(const at::Tensor& t) {
+#ifdef RELAY_TORCH_CUDA
+  if (t.is_cuda()) {
+    return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+  }
+#endif
+  TORCH_CHECK(!t.is_cuda(), "relay backend: this build of the extension has "
+              "no CUDA support (built without RELAY_TORCH_CUDA)");
+  return nullptr;
+}
+
 relay::Buffer BufferOf(const at::Tensor& t) {
   return relay::Buffer{t.data_ptr(), static_cast<size_t>(t.numel()), TypeOf(t),
                        DeviceOf(t)};
@@ -92,8 +108,18 @@ void CheckList(const std::vector<at::Tensor>& list, const at::Tensor& like,
 
 size_t Bytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
 
-// Copies between a list of host tensors and consecutive blocks of `flat`.
+// Copies between a list of tensors and consecutive blocks of `flat`: host
+// tensors with memcpy (the copy-out runs on a relay thread once the
+// operation is done), CUDA tensors as copies queued on the current stream.
 void CopyIntoFlat(const std::vector<at::Tensor>& list, const at::Tensor& flat) {
+  if (flat.is_cuda()) {
+    int64_t at = 0;
+    for (const at::Tensor& t : list) {
+      flat.narrow(0, at, t.numel()).copy_(t.reshape(-1));
+      at += t.numel();
+    }
+    return;
+  }
   char* at = static_cast<char*>(flat.data_ptr());
   for (const at::Tensor& t : list) {
     std::memcpy(at, t.data_ptr(), Bytes(t));
@@ -101,18 +127,19 @@ void CopyIntoFlat(const std::vector<at::Tensor>& list, const at::Tensor& flat) {
   }
 }
 void CopyOutOfFlat(const at::Tensor& flat, const std::vector<at::Tensor>& list) {
+  if (flat.is_cuda()) {
+    int64_t at = 0;
+    for (const at::Tensor& t : list) {
+      t.view(-1).copy_(flat.narrow(0, at, t.numel()));
+      at += t.numel();
+    }
+    return;
+  }
   const char* at = static_cast<const char*>(flat.data_ptr());
   for (const at::Tensor& t : list) {
     std::memcpy(t.data_ptr(), at, Bytes(t));
     at += Bytes(t);
   }
-}
-
-void CheckHostForStaging(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.is_cpu(), "relay backend: ", what,
-              " as a list of tensors is staged through host memory; use the "
-              "single-tensor form (all_gather_into_tensor, "
-              "reduce_scatter_tensor) for CUDA tensors");
 }
 
 [[noreturn]] void Raise(const absl::Status& status, const char* what) {
@@ -135,9 +162,13 @@ class RelayWork final : public c10d::Work {
     c10::intrusive_ptr<c10::ivalue::Future> future;
   };
 
+  // `device`: CUDA tensors' device index, or -1 for host tensors.
   RelayWork(c10d::OpType type, relay::Request request,
-            std::shared_ptr<State> state)
-      : Work(-1, type), request_(std::move(request)), state_(std::move(state)) {}
+            std::shared_ptr<State> state, int device)
+      : Work(-1, type),
+        request_(std::move(request)),
+        state_(std::move(state)),
+        device_(device) {}
 
   static void Complete(const std::shared_ptr<State>& state, absl::Status s) {
     if (s.ok() && state->finish) {
@@ -183,10 +214,23 @@ class RelayWork final : public c10d::Work {
 
   std::vector<at::Tensor> result() override { return state_->outputs; }
 
-  void synchronize() override {}
+  void synchronize() override {
+    if (device_ >= 0) OrderCurrentStream();
+  }
 
   // Zero (torch's kNoTimeout) waits up to the operation's own deadline.
+  // CUDA operations (but barrier) order the current stream after the
+  // operation instead, like ProcessGroupNCCL, and raise only an error the
+  // operation already reported.
   bool wait(std::chrono::milliseconds timeout) override {
+    if (device_ >= 0 && retrieveOpType() != c10d::OpType::BARRIER) {
+      OrderCurrentStream();
+      std::lock_guard<std::mutex> lock(state_->mu);
+      if (state_->done && !state_->status.ok()) {
+        Raise(state_->status, c10d::opTypeToString(retrieveOpType()).c_str());
+      }
+      return true;
+    }
     absl::Status s = timeout.count() > 0
                          ? request_.Wait(absl::Milliseconds(timeout.count()))
                          : request_.Wait();
@@ -205,8 +249,18 @@ class RelayWork final : public c10d::Work {
   }
 
  private:
+  void OrderCurrentStream() {
+#ifdef RELAY_TORCH_CUDA
+    const absl::Status s = request_.StreamWait(
+        c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_))
+            .stream());
+    if (!s.ok()) Raise(s, c10d::opTypeToString(retrieveOpType()).c_str());
+#endif
+  }
+
   relay::Request request_;
   const std::shared_ptr<State> state_;
+  const int device_;
 };
 
 }  // namespace
@@ -214,7 +268,7 @@ class RelayWork final : public c10d::Work {
 ProcessGroupRelay::ProcessGroupRelay(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout)
-    : ProcessGroup(rank, size) {
+    : BackendBase(rank, size) {
   relay::CommunicatorConfig config;
   config.rank = rank;
   config.size = size;
@@ -237,9 +291,10 @@ std::string ProcessGroupRelay::transport() const {
 std::string ProcessGroupRelay::metrics_text() const { return comm_->MetricsText(); }
 
 relay::CollectiveOptions ProcessGroupRelay::OptionsFor(
-    std::chrono::milliseconds timeout) const {
+    std::chrono::milliseconds timeout, const at::Tensor* like) const {
   relay::CollectiveOptions options;
   if (timeout.count() > 0) options.timeout = absl::Milliseconds(timeout.count());
+  if (like != nullptr) options.stream = CurrentStream(*like);
   return options;
 }
 
@@ -248,13 +303,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::Start(Launch launch) {
   if (!request.ok()) {
     Raise(request.status(), c10d::opTypeToString(launch.type).c_str());
   }
+  int device = -1;
+  void* stream = nullptr;
+  for (const at::Tensor& t : launch.keep_alive) {
+    if (t.is_cuda()) {
+      device = t.device().index();
+      stream = CurrentStream(t);
+    }
+  }
+  if (device >= 0) {
+    // Copy-out on the caller's stream, after the operation (on the GPU).
+    if (launch.finish) {
+      const absl::Status ordered = request->StreamWait(stream);
+      if (!ordered.ok()) Raise(ordered, c10d::opTypeToString(launch.type).c_str());
+      launch.finish();
+      launch.finish = nullptr;
+    }
+  }
   auto state = std::make_shared<RelayWork::State>();
   state->outputs = std::move(launch.outputs);
   state->keep_alive = std::move(launch.keep_alive);
   state->finish = std::move(launch.finish);
   state->future = c10::make_intrusive<c10::ivalue::Future>(
       c10::ListType::create(c10::TensorType::get()));
-  auto work = c10::make_intrusive<RelayWork>(launch.type, *request, state);
+  auto work =
+      c10::make_intrusive<RelayWork>(launch.type, *request, state, device);
   request->OnDone([state](absl::Status s) {
     RelayWork::Complete(state, std::move(s));
   });
@@ -266,7 +339,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::broadcast(
   const at::Tensor& t = Single(tensors, "broadcast");
   const relay::Buffer b = BufferOf(t);
   const int root = static_cast<int>(opts.rootRank);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &t);
   return Start({c10d::OpType::BROADCAST,
                 [=] { return comm_->Broadcast(b, b, root, o); },
                 tensors, tensors, nullptr});
@@ -277,7 +350,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allreduce(
   const at::Tensor& t = Single(tensors, "all_reduce");
   const relay::Buffer b = BufferOf(t);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &t);
   return Start({c10d::OpType::ALLREDUCE,
                 [=] { return comm_->AllReduce(b, b, op, o); }, tensors,
                 tensors, nullptr});
@@ -290,7 +363,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allreduce_coalesced(
   int64_t total = 0;
   for (const at::Tensor& t : tensors) {
     CheckTensor(t, "allreduce_coalesced");
-    CheckHostForStaging(t, "allreduce_coalesced");
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(),
                 "relay backend: allreduce_coalesced tensors must share a type");
     total += t.numel();
@@ -299,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allreduce_coalesced(
   CopyIntoFlat(tensors, flat);
   const relay::Buffer b = BufferOf(flat);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &tensors[0]);
   std::vector<at::Tensor> keep = tensors;
   keep.push_back(flat);
   return Start({c10d::OpType::ALLREDUCE_COALESCED,
@@ -313,7 +385,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::reduce(
   const relay::Buffer b = BufferOf(t);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &t);
   return Start({c10d::OpType::REDUCE,
                 [=] { return comm_->Reduce(b, b, op, root, o); }, tensors,
                 tensors, nullptr});
@@ -327,10 +399,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allgather(
               "relay backend: all_gather takes one output list per process");
   std::vector<at::Tensor> list = outputs[0];
   CheckList(list, in, static_cast<size_t>(getSize()), "all_gather's outputs");
-  CheckHostForStaging(in, "all_gather");
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
   const relay::Buffer send = BufferOf(in), recv = BufferOf(flat);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &in);
   std::vector<at::Tensor> keep = list;
   keep.push_back(in);
   keep.push_back(flat);
@@ -344,7 +415,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::_allgather_base(
   CheckTensor(input, "all_gather_into_tensor's input");
   CheckTensor(output, "all_gather_into_tensor's output");
   const relay::Buffer send = BufferOf(input), recv = BufferOf(output);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &input);
   return Start({c10d::OpType::_ALLGATHER_BASE,
                 [=] { return comm_->AllGather(send, recv, o); }, {output},
                 {input, output}, nullptr});
@@ -357,7 +428,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::gather(
   const int root = static_cast<int>(opts.rootRank);
   TORCH_CHECK(root >= 0 && root < getSize(), "relay backend: gather root ",
               root, " is out of range [0, ", getSize(), ")");
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &in);
   const relay::Buffer send = BufferOf(in);
   if (getRank() != root) {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
@@ -371,7 +442,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::gather(
               "relay backend: gather takes one output list at the root");
   std::vector<at::Tensor> list = outputs[0];
   CheckList(list, in, static_cast<size_t>(getSize()), "gather's outputs");
-  CheckHostForStaging(in, "gather");
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
   const relay::Buffer recv = BufferOf(flat);
   std::vector<at::Tensor> keep = list;
@@ -390,7 +460,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::scatter(
   const int root = static_cast<int>(opts.rootRank);
   TORCH_CHECK(root >= 0 && root < getSize(), "relay backend: scatter root ",
               root, " is out of range [0, ", getSize(), ")");
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &out);
   const relay::Buffer recv = BufferOf(out);
   if (getRank() != root) {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
@@ -404,7 +474,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::scatter(
               "relay backend: scatter takes one input list at the root");
   const std::vector<at::Tensor>& list = inputs[0];
   CheckList(list, out, static_cast<size_t>(getSize()), "scatter's inputs");
-  CheckHostForStaging(out, "scatter");
   at::Tensor flat = at::empty({out.numel() * getSize()}, out.options());
   CopyIntoFlat(list, flat);
   const relay::Buffer send = BufferOf(flat);
@@ -422,12 +491,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::reduce_scatter(
               "relay backend: reduce_scatter takes one input list per process");
   const std::vector<at::Tensor>& list = inputs[0];
   CheckList(list, out, static_cast<size_t>(getSize()), "reduce_scatter's inputs");
-  CheckHostForStaging(out, "reduce_scatter");
   at::Tensor flat = at::empty({out.numel() * getSize()}, out.options());
   CopyIntoFlat(list, flat);
   const relay::Buffer send = BufferOf(flat), recv = BufferOf(out);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &out);
   return Start({c10d::OpType::REDUCE_SCATTER,
                 [=] { return comm_->ReduceScatter(send, recv, op, o); },
                 outputs, {out, flat}, nullptr});
@@ -440,7 +508,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::_reduce_scatter_base(
   CheckTensor(output, "reduce_scatter_tensor's output");
   const relay::Buffer send = BufferOf(input), recv = BufferOf(output);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
-  const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+  const relay::CollectiveOptions o = OptionsFor(opts.timeout, &input);
   return Start({c10d::OpType::_REDUCE_SCATTER_BASE,
                 [=] { return comm_->ReduceScatter(send, recv, op, o); },
                 {output}, {input, output}, nullptr});
@@ -458,7 +526,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::alltoall_base(
   const int n = getSize();
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     const relay::Buffer send = BufferOf(input), recv = BufferOf(output);
-    const relay::CollectiveOptions o = OptionsFor(opts.timeout);
+    const relay::CollectiveOptions o = OptionsFor(opts.timeout, &input);
     return Start({c10d::OpType::ALLTOALL_BASE,
                   [=] { return comm_->AllToAll(send, recv, o); }, {output},
                   {input, output}, nullptr});
@@ -532,7 +600,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::Exchange(
     ops.push_back(relay::P2POp::Send(BufferOf(s), peer, kAllToAllTag));
     ops.push_back(relay::P2POp::Recv(BufferOf(r), peer, kAllToAllTag));
   }
-  const relay::CollectiveOptions o = OptionsFor(timeout);
+  const relay::CollectiveOptions o = OptionsFor(timeout, &keep_alive[0]);
   std::vector<at::Tensor> outputs = recv;
   return Start({type, [this, ops, o] { return comm_->BatchSendRecv(ops, o); },
                 outputs, std::move(keep_alive), nullptr});
@@ -542,7 +610,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::send(
     std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
   const at::Tensor& t = Single(tensors, "send");
   const relay::Buffer b = BufferOf(t);
-  const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0));
+  const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0), &t);
   return Start({c10d::OpType::SEND,
                 [=] { return comm_->Send(b, dst_rank, tag, o); }, tensors,
                 tensors, nullptr});
@@ -552,7 +620,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::recv(
     std::vector<at::Tensor>& tensors, int src_rank, int tag) {
   const at::Tensor& t = Single(tensors, "recv");
   const relay::Buffer b = BufferOf(t);
-  const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0));
+  const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0), &t);
   return Start({c10d::OpType::RECV,
                 [=] { return comm_->Recv(b, src_rank, tag, o); }, tensors,
                 tensors, nullptr});
@@ -565,7 +633,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::barrier(
                 {}, nullptr});
 }
 
-c10::intrusive_ptr<c10d::ProcessGroup> CreateProcessGroupRelay(
+c10::intrusive_ptr<BackendBase> CreateProcessGroupRelay(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
   return c10::make_intrusive<ProcessGroupRelay>(store, rank, size, timeout);

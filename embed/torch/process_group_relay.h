@@ -1,7 +1,9 @@
 // File: embed/torch/process_group_relay.h
 //
-// torch.distributed's ProcessGroup over a relay communicator: the "relay"
-// backend (relay_torch/__init__.py registers it). One process per rank, one
+// torch.distributed's backend over a relay communicator: the "relay"
+// backend (relay_torch/__init__.py registers it). Against torch 1.x it is a
+// c10d::ProcessGroup, against torch 2.x a c10d::Backend (what 2.x's
+// register_backend expects; the methods are the same). One process per rank, one
 // tensor per call (as with one GPU per process); tensors must be dense and
 // contiguous, in host memory on the ucx transport (the default) or in device
 // memory on nccl (RELAY_TRANSPORT=nccl). Each call validates its tensors and
@@ -9,18 +11,31 @@
 // Python) with nothing sent. The returned Work maps onto the relay request:
 // wait() blocks until it completes (or the group's timeout), and raises its
 // error; getFuture() (what DistributedDataParallel's reducer uses)
-// completes with the output tensors.
+// completes with the output tensors once the operation is done.
+//
+// CUDA tensors (builds with RELAY_TORCH_CUDA, against a CUDA torch) follow
+// ProcessGroupNCCL's stream semantics: each operation is ordered after the
+// work queued on the caller's current stream (passed to relay as the
+// operation's stream), and wait() makes the current stream wait for it on
+// the GPU without blocking the host (barrier's wait blocks the host).
 //
 // Lists of tensors (all_gather's outputs, scatter's inputs, ...) go through
-// one contiguous staging tensor, as relay's collectives take one buffer.
+// one contiguous staging tensor, as relay's collectives take one buffer:
+// host tensors are copied out when the operation completes, CUDA tensors on
+// the caller's stream right after it is queued (ordered by StreamWait).
 // all_to_all with uneven splits and the list form of all_to_all run as one
 // batch of send/recv. Not offered: recv from any source, monitored barrier,
 // the bitwise and premul-sum reductions.
 #ifndef RELAY_EMBED_TORCH_PROCESS_GROUP_RELAY_H_
 #define RELAY_EMBED_TORCH_PROCESS_GROUP_RELAY_H_
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
@@ -33,7 +48,13 @@
 
 namespace relay_torch {
 
-class ProcessGroupRelay final : public c10d::ProcessGroup {
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+class ProcessGroupRelay final : public BackendBase {
  public:
   // Builds the relay communicator through `store` (blocks until every rank
   // has joined). The transport is RELAY_TRANSPORT, else ucx. `timeout`
@@ -103,9 +124,11 @@ class ProcessGroupRelay final : public c10d::ProcessGroup {
 
  private:
   // What a call hands to Launch: `start` posts the relay operation;
-  // `finish` (may be empty) runs after it succeeded and before the Work
-  // completes (copies out of staging); `keep_alive` holds every tensor the
-  // operation touches until it ends.
+  // `finish` (may be empty) copies out of staging: for host tensors it runs
+  // after the operation succeeded and before the Work completes, for CUDA
+  // tensors at once, queued on the caller's stream after StreamWait;
+  // `keep_alive` holds every tensor the operation touches until it ends
+  // (CUDA ones, if any, make the Work stream-ordered).
   struct Launch {
     c10d::OpType type;
     std::function<absl::StatusOr<relay::Request>()> start;
@@ -114,7 +137,10 @@ class ProcessGroupRelay final : public c10d::ProcessGroup {
     std::function<void()> finish;
   };
   c10::intrusive_ptr<c10d::Work> Start(Launch launch);
-  relay::CollectiveOptions OptionsFor(std::chrono::milliseconds timeout) const;
+  // The operation's options: `timeout` (0: the group's), and for a CUDA
+  // tensor the caller's current stream on its device.
+  relay::CollectiveOptions OptionsFor(std::chrono::milliseconds timeout,
+                                      const at::Tensor* like = nullptr) const;
   // One batch of send/recv: `send[i]` goes to rank i, `recv[i]` comes from
   // rank i (this rank's pair is copied locally).
   c10::intrusive_ptr<c10d::Work> Exchange(c10d::OpType type,
@@ -128,7 +154,7 @@ class ProcessGroupRelay final : public c10d::ProcessGroup {
 
 // Python's entry point: torch calls it as creator(store, rank, size,
 // timeout).
-c10::intrusive_ptr<c10d::ProcessGroup> CreateProcessGroupRelay(
+c10::intrusive_ptr<BackendBase> CreateProcessGroupRelay(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout);
 
