@@ -13,6 +13,7 @@ current stream must see the operation's result, with no synchronize in
 between. Prints "rank R: N checks passed" and exits 0, or lists the
 failures and exits 1.
 """
+import faulthandler
 import os
 import sys
 
@@ -43,12 +44,20 @@ def data(rank, n, dtype=torch.float32, offset=0, device="cpu"):
     return ((torch.arange(n) % 13) + 16 * (rank + 1) + offset).to(dtype).to(device)
 
 
+def progress(rank, what):
+    print(f"rank {rank}: {what}", flush=True)
+
+
 def main():
+    # A hang shows where it is: every thread's Python stack, then exit 1.
+    faulthandler.dump_traceback_later(int(os.environ.get("RELAY_TEST_HANG_S", "120")), exit=True)
     local = int(os.environ.get("LOCAL_RANK", "0"))
     dev = torch.device("cuda", local)
     torch.cuda.set_device(dev)
+    progress(os.environ.get("RANK", "?"), f"init_process_group on {dev}")
     dist.init_process_group(backend="relay")
     rank, size = dist.get_rank(), dist.get_world_size()
+    progress(rank, "all_reduce, every dtype")
     ranks = range(size)
     n = 1037
 
@@ -70,6 +79,7 @@ def main():
     dist.all_reduce(t, op=dist.ReduceOp.AVG)
     check(torch.allclose(t.cpu(), sum(data(r, n, torch.float64) for r in ranks) / size), "all_reduce avg")
 
+    progress(rank, "async work")
     # Async Work and its future.
     t = d(rank)
     work = dist.all_reduce(t, async_op=True)
@@ -77,6 +87,7 @@ def main():
     expect_equal(t, sum(data(r, n) for r in ranks), "async all_reduce")
     expect_equal(work.get_future().wait()[0], sum(data(r, n) for r in ranks), "future value")
 
+    progress(rank, "streams")
     # Streams. 64 MB, so the kernels before and after take a while.
     big = 16 << 20
     side = torch.cuda.Stream()
@@ -95,6 +106,7 @@ def main():
           f"{x[:3].tolist()} vs {want}")
     check(bool((y == 2 * want).all()), "kernel after wait() sees the result")
 
+    progress(rank, "broadcast, reduce")
     # broadcast, reduce.
     t = d(rank)
     dist.broadcast(t, src=size - 1)
@@ -105,6 +117,7 @@ def main():
     if rank == root:
         expect_equal(t, sum(data(r, n) for r in ranks), "reduce")
 
+    progress(rank, "all_gather, gather")
     # all_gather: list (staged on the device) and tensor forms; gather.
     outs = [torch.zeros(n, device=dev) for _ in ranks]
     dist.all_gather(outs, d(rank))
@@ -120,6 +133,7 @@ def main():
         for r in ranks:
             expect_equal(gathered[r], data(r, n), f"gather block {r}")
 
+    progress(rank, "reduce_scatter, scatter")
     # reduce_scatter: list and tensor forms; scatter.
     out = torch.zeros(n, device=dev)
     dist.reduce_scatter(out, [d(rank, offset=100 * j) for j in ranks])
@@ -131,6 +145,7 @@ def main():
     dist.scatter(out, [d(0, offset=100 * j) for j in ranks] if rank == 0 else None, src=0)
     expect_equal(out, data(0, n, offset=100 * rank), "scatter")
 
+    progress(rank, "all_to_all")
     # all_to_all: even and uneven.
     inp = torch.cat([d(rank, 4, offset=100 * j) for j in ranks])
     out = torch.zeros(4 * size, device=dev)
@@ -143,14 +158,39 @@ def main():
     expect_equal(out, torch.cat([data(i, rank + 1, offset=100 * rank) for i in ranks]),
                  "all_to_all_single uneven")
 
-    # Point to point around a ring, then a barrier.
+    progress(rank, "isend/irecv, barrier")
+    # Point to point around a ring, then a barrier. Over NCCL a rank's
+    # point-to-point operations run in order, so a send and a receive that
+    # depend on each other are posted in matching order (even ranks send
+    # first), as with backend="nccl" (relay's backend does not implement
+    # the coalescing that batch_isend_irecv needs on CUDA tensors).
     if size > 1:
         nxt, prev = (rank + 1) % size, (rank - 1) % size
         got = torch.zeros(n, device=dev)
-        reqs = [dist.irecv(got, src=prev, tag=5), dist.isend(d(rank), dst=nxt, tag=5)]
+        mine = d(rank)
+        post = [lambda: dist.isend(mine, dst=nxt, tag=5), lambda: dist.irecv(got, src=prev, tag=5)]
+        reqs = [p() for p in (post if rank % 2 == 0 else post[::-1])]
         for req in reqs:
             req.wait()
         expect_equal(got, data(prev, n), "isend/irecv")
+
+        # A pending receive does not hold up later work on the current
+        # stream: rank 1 copies from pageable host memory (which waits for
+        # the current stream) while its receive waits for rank 0, which sends
+        # only after that copy.
+        progress(rank, "pending irecv vs later work on the current stream")
+        store = dist.distributed_c10d._get_default_store()
+        if rank == 1:
+            got = torch.zeros(n, device=dev)
+            req = dist.irecv(got, src=0, tag=6)
+            later = data(1, n).to(dev)
+            store.set("relay_test_copied", "1")
+            req.wait()
+            expect_equal(got, data(0, n), "irecv completed after the later copy")
+            expect_equal(later, data(1, n), "copy queued while a receive was pending")
+        elif rank == 0:
+            store.wait(["relay_test_copied"])
+            dist.send(d(0), dst=1, tag=6)
     dist.barrier()
 
     dist.destroy_process_group()

@@ -405,19 +405,22 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       queued = absl::FailedPreconditionError(absl::StrCat(
           "nccl: the communicator was aborted: ", c.AbortReason().message()));
     } else {
-      // The legacy default stream needs no event: the transport's stream
-      // is a blocking stream, which the GPU orders with it implicitly. An
-      // event wait per operation costs the GPU ~10 us between kernels
-      // (bench/results/2026-11-22-nccl-transport-2xh200.md).
-      const bool legacy = user_stream == nullptr || user_stream == cudaStreamLegacy;
-      if (!legacy) {
-        queued = CudaStatus(
-            cudaEventRecord(ready, static_cast<cudaStream_t>(user_stream)),
-            "cudaEventRecord (caller's stream)");
-        if (queued.ok()) {
-          queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
-                              "cudaStreamWaitEvent");
-        }
+      // Ordered after the caller's stream by an event, the legacy default
+      // stream included: the transport's stream is non-blocking, so work
+      // queued later on the caller's stream does not wait for this
+      // operation (that is StreamWait's job). A blocking stream saved the
+      // event on the legacy stream, but then every later kernel there waited
+      // for communication: no overlap, and a host copy from pageable memory
+      // (which waits for the legacy stream) blocked while a receive waited
+      // for its peer (seen in torch, whose default stream is the legacy one).
+      cudaStream_t caller = user_stream == nullptr
+                                ? cudaStreamLegacy
+                                : static_cast<cudaStream_t>(user_stream);
+      queued = CudaStatus(cudaEventRecord(ready, caller),
+                          "cudaEventRecord (caller's stream)");
+      if (queued.ok()) {
+        queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
+                            "cudaStreamWaitEvent");
       }
       if (queued.ok()) queued = enqueue();
       if (queued.ok()) {
@@ -654,11 +657,9 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
     }
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
-  // Blocking (not cudaStreamNonBlocking): work on the legacy default stream
-  // and on this stream are ordered by the GPU, so a caller that passes no
-  // stream needs no event per operation.
+  // Non-blocking: ordered with the callers' streams by events only.
   RELAY_RETURN_IF_ERROR(CudaStatus(
-      cudaStreamCreateWithFlags(&core->stream, cudaStreamDefault),
+      cudaStreamCreateWithFlags(&core->stream, cudaStreamNonBlocking),
       "cudaStreamCreateWithFlags"));
   RELAY_RETURN_IF_ERROR(CudaStatus(
       cudaMalloc(reinterpret_cast<void**>(&core->barrier_scratch),

@@ -20,10 +20,12 @@
 //     the caller's stream (CollectiveOptions::stream) before it runs on the
 //     transport's own stream (an event recorded there, waited on here); its
 //     request completes when the GPU work has finished. A null stream means
-//     the legacy default stream, which the transport's stream (a blocking
-//     one) is ordered with by CUDA itself, with no event. Request::Wait polls for that
-//     (it spins, like cudaStreamSynchronize); Request::StreamWait(s) makes
-//     stream s wait instead, and the host never blocks.
+//     the legacy default stream. The transport's stream is non-blocking, so
+//     ordering runs one way only: later work on the caller's stream does
+//     not wait for the operation until the caller asks. Request::Wait polls
+//     for completion (it spins, like cudaStreamSynchronize);
+//     Request::StreamWait(s) makes stream s wait instead, and the host never
+//     blocks.
 //   * A watchdog thread per communicator: it completes requests (so OnDone
 //     callbacks run without a waiter), polls ncclCommGetAsyncError, and when
 //     an operation outlives its timeout it aborts the NCCL communicator
