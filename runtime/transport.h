@@ -141,6 +141,17 @@ class Transport {
                                             void* cuda_stream,
                                             absl::Time deadline);
 
+  // Whether `data` is memory this transport can move as it is declared
+  // (host memory passed as device memory, memory of another GPU): an
+  // InvalidArgument naming `what` if not. The communicator asks before every
+  // collective, whichever algorithm runs it, so relay's own algorithms and
+  // native ones reject the same buffers. The default trusts the declaration.
+  virtual absl::Status CheckMemory(const ConstBuffer& data,
+                                   absl::string_view what) const {
+    (void)data, (void)what;
+    return absl::OkStatus();
+  }
+
   // A native implementation of the collective described by `args`.
   virtual absl::StatusOr<Request> Collective(const CollectiveArgs& args) {
     (void)args;

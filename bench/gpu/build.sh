@@ -22,6 +22,7 @@ targets=(
   //bench:collectives
   //bench:device_reduce
   //bench:issue_cost
+  //bench:stream_op_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
   //examples:overlap_streams

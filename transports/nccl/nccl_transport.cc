@@ -340,7 +340,8 @@ class NcclTransport final : public Transport {
   void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
 
  private:
-  absl::Status CheckBuffer(const ConstBuffer& b, const char* what) const;
+  absl::Status CheckMemory(const ConstBuffer& b,
+                           absl::string_view what) const override;
   // Queues `enqueue` (NCCL calls on core_->stream) after the work on
   // `user_stream`, and returns the request of what it queued.
   template <typename Enqueue>
@@ -353,8 +354,8 @@ class NcclTransport final : public Transport {
   std::thread watchdog_;
 };
 
-absl::Status NcclTransport::CheckBuffer(const ConstBuffer& b,
-                                        const char* what) const {
+absl::Status NcclTransport::CheckMemory(const ConstBuffer& b,
+                                        absl::string_view what) const {
   if (b.count == 0) return absl::OkStatus();
   if (b.device != Device::Cuda(core_->device)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -447,7 +448,7 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
       return absl::InvalidArgumentError(absl::StrCat(
           "nccl: peer ", op.peer, " is out of range [0, ", core_->size, ")"));
     }
-    RELAY_RETURN_IF_ERROR(CheckBuffer(
+    RELAY_RETURN_IF_ERROR(CheckMemory(
         op.data, op.kind == PeerOp::Kind::kSend ? "send buffer" : "recv buffer"));
   }
   const char* what = ops.size() == 1
@@ -607,8 +608,7 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
 }
 
 absl::StatusOr<Request> NcclTransport::Collective(const CollectiveArgs& args) {
-  RELAY_RETURN_IF_ERROR(CheckBuffer(args.send, "send buffer"));
-  RELAY_RETURN_IF_ERROR(CheckBuffer(args.recv, "recv buffer"));
+  // The communicator checked the buffers (CheckMemory) before calling.
   const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
   return Launch(args.stream, args.deadline, what, args.sequence,
                 [&] { return EnqueueCollective(args); });
