@@ -40,6 +40,12 @@ struct Flags {
   int64_t bytes = 4096;
   int64_t bucket_bytes = int64_t{25} << 20;
   int steps = 15;
+  // Before each step's barrier: CPU-bound work (a training step's compute)
+  // or sleep, per rank; shows what the scheduler does to the next step.
+  int64_t busy_us = 0;
+  int64_t idle_us = 0;
+  bool spans = false;  // Print each rank's start and end of every step.
+  bool settle = false;  // A barrier after each step, before its check.
 };
 
 enum class Mode { kWaitEach, kInFlight, kFused, kViews };
@@ -90,6 +96,12 @@ std::vector<Span> RunRank(Communicator& comm, const Flags& f, Mode mode,
       float* g = tensor(t);
       for (size_t j = 0; j < n; ++j) g[j] = Input(comm.rank(), t, j);
     }
+    if (f.busy_us > 0) {
+      const absl::Time until = absl::Now() + absl::Microseconds(f.busy_us);
+      while (absl::Now() < until) {
+      }
+    }
+    if (f.idle_us > 0) absl::SleepFor(absl::Microseconds(f.idle_us));
     Request barrier = *comm.Barrier();
     if (!barrier.Wait().ok()) return {};
     const absl::Time t0 = absl::Now();
@@ -127,6 +139,14 @@ std::vector<Span> RunRank(Communicator& comm, const Flags& f, Mode mode,
       std::fprintf(stderr, "bucketing: rank %d: %s\n", comm.rank(), s.ToString().c_str());
       return {};
     }
+    if (f.settle) {
+      // Ranks that finished wait for the others before checking: with more
+      // ranks than cores, CPU-bound work here would keep a rank whose step
+      // is already complete off the CPU for a scheduler slice (milliseconds)
+      // before it sees that, and its end time would measure the scheduler.
+      Request after = *comm.Barrier();
+      if (!after.Wait().ok()) return {};
+    }
     for (int t = 0; t < f.tensors; ++t) {
       for (size_t j = 0; j < n; ++j) {
         float want = 0;
@@ -149,7 +169,13 @@ constexpr char kUsage[] =
     "  --tensors N       tensors per step, default 1000\n"
     "  --bytes N         bytes per tensor (float32), default 4096\n"
     "  --bucket-bytes N  bucket size of both fused ways, default 25 MiB\n"
-    "  --steps N         timed steps per way, default 15 (median shown)\n";
+    "  --steps N         timed steps per way, default 15 (median shown)\n"
+    "  --busy-us N       each rank computes (spins) N us before every step\n"
+    "  --idle-us N       each rank sleeps N us before every step\n"
+    "  --spans 0|1       1: print every rank's start and end of every step\n"
+    "                    (ms from the step's first start); default 0\n"
+    "  --settle 0|1      1: a barrier after each timed step, before the\n"
+    "                    check (see RunRank); default 0\n";
 
 int Main(int argc, char** argv) {
   Flags f;
@@ -165,6 +191,14 @@ int Main(int argc, char** argv) {
       f.bucket_bytes = p.Int(1);
     } else if (p.name() == "--steps") {
       f.steps = p.Int(1);
+    } else if (p.name() == "--busy-us") {
+      f.busy_us = p.Int(0);
+    } else if (p.name() == "--idle-us") {
+      f.idle_us = p.Int(0);
+    } else if (p.name() == "--spans") {
+      f.spans = p.OneOf({"0", "1"}) == "1";
+    } else if (p.name() == "--settle") {
+      f.settle = p.OneOf({"0", "1"}) == "1";
     } else {
       p.Unknown();
     }
@@ -204,6 +238,17 @@ int Main(int argc, char** argv) {
     std::vector<double> step(f.steps, 0);
     for (int r = 0; r < f.ranks; ++r) {
       if (static_cast<int>(seconds[r].size()) != f.steps) failed = true;
+    }
+    for (int s = 0; s < f.steps && !failed && f.spans; ++s) {
+      absl::Time first = absl::InfiniteFuture();
+      for (int r = 0; r < f.ranks; ++r) first = std::min(first, seconds[r][s].start);
+      std::printf("  %s step %d:", kModeNames[static_cast<int>(mode)], s);
+      for (int r = 0; r < f.ranks; ++r) {
+        std::printf("  r%d %.2f-%.2f", r,
+                    absl::ToDoubleMilliseconds(seconds[r][s].start - first),
+                    absl::ToDoubleMilliseconds(seconds[r][s].end - first));
+      }
+      std::printf("\n");
     }
     for (int s = 0; s < f.steps && !failed; ++s) {
       absl::Time last_start = absl::InfinitePast(), last_end = absl::InfinitePast();
