@@ -26,6 +26,7 @@ readonly PACKAGES=(
   iproute2       # ip netns: the two-host test
   openmpi-bin    # mpirun, for bench/peers
   libopenmpi-dev # mpi.h and libmpi, for bench/peers
+  libgloo-dev    # Gloo, the peer in bench/peers/gloo_allreduce
   python3
   python3-torch    # embed/torch: the torch.distributed backend (torch 1.13, CPU)
   libtorch-dev     # its C++ headers (c10d ProcessGroup, ATen)
