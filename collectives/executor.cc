@@ -23,6 +23,10 @@ class CollectiveRequest final : public RequestState {
     std::shared_ptr<Transport> t = transport_.lock();
     return t != nullptr && t->Progress();
   }
+  void StoppedPolling() override {
+    std::shared_ptr<Transport> t = transport_.lock();
+    if (t != nullptr) t->StoppedPolling();
+  }
 
  private:
   const std::weak_ptr<Transport> transport_;

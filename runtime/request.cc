@@ -86,6 +86,9 @@ absl::Status RequestState::Wait(absl::Time deadline) {
   }
   if (done()) return status_;
 
+  // From here this thread sleeps: a transport's own progress thread, which
+  // stands aside while callers poll, must drive the operation now.
+  StoppedPolling();
   std::unique_lock<SpinLock> lock(mu_);
   ++sleepers_;
   while (!done_.load(std::memory_order_relaxed)) {
@@ -101,6 +104,7 @@ absl::Status RequestState::Wait(absl::Time deadline) {
     }
     lock.unlock();
     Progress();
+    StoppedPolling();  // One poll, then back to sleep.
     lock.lock();
   }
   --sleepers_;
@@ -183,6 +187,11 @@ class JointState final : public RequestState {
       if (!part->done()) return part->Poll();
     }
     return false;
+  }
+  void StoppedPolling() override {
+    for (const std::shared_ptr<RequestState>& part : parts_) {
+      if (!part->done()) part->StopPolling();
+    }
   }
 
  public:

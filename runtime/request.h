@@ -105,6 +105,10 @@ class RequestState {
     Progress();
     return done();
   }
+  // Tells whoever Progress() drives that this waiter stopped polling (it is
+  // going to sleep), so a transport with a progress thread of its own takes
+  // over at once instead of after its stand-aside interval.
+  void StopPolling() { StoppedPolling(); }
   void OnDone(DoneCallback callback);
 
   // Device operations: makes `cuda_stream` wait, on the GPU, for this
@@ -116,6 +120,9 @@ class RequestState {
   // true if it did some work (Wait keeps polling, rather than sleeping,
   // while work keeps coming).
   virtual bool Progress() { return false; }
+  // Called by Wait() when it stops calling Progress() to sleep; subclasses
+  // that forward Progress() forward this too.
+  virtual void StoppedPolling() {}
 
  private:
   std::atomic<bool> done_{false};

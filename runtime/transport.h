@@ -165,6 +165,11 @@ class Transport {
   // never blocks. Returns true if it did some work.
   virtual bool Progress() { return false; }
 
+  // A waiter that was calling Progress() stopped (it is going to sleep).
+  // A transport whose own progress thread stands aside while callers poll
+  // takes over now. Never blocks.
+  virtual void StoppedPolling() {}
+
   // Fails every pending request this rank posted with `reason` (Cancelled
   // for an abort); peers waiting on this rank learn it as Unavailable where
   // the transport can tell them. Later calls fail. Returns promptly.

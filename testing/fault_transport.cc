@@ -28,6 +28,7 @@ class ProxyState final : public RequestState {
 
  protected:
   bool Progress() override { return inner_->Progress(); }
+  void StoppedPolling() override { inner_->StoppedPolling(); }
 
  private:
   const std::shared_ptr<Transport> inner_;
@@ -229,6 +230,7 @@ class FaultInjectingTransport final : public Transport {
     return state_->Hold({PeerOp::Kind::kRecv, peer, tag, data}, deadline);
   }
   bool Progress() override { return state_->inner->Progress(); }
+  void StoppedPolling() override { state_->inner->StoppedPolling(); }
   void Abort(absl::Status reason) override { state_->Abort(std::move(reason)); }
 
  private:

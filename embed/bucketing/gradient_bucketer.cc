@@ -18,6 +18,9 @@ class BucketState final : public RequestState {
   BucketState(absl::Time deadline, Request inner)
       : RequestState(deadline), inner_(std::move(inner)) {}
   bool Progress() override { return inner_.Test(); }
+  void StoppedPolling() override {
+    if (inner_.valid()) inner_.state()->StopPolling();
+  }
 
  private:
   Request inner_;
