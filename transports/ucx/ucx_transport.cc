@@ -1,7 +1,11 @@
 #include "transports/ucx/ucx_transport.h"
 
+#include <poll.h>
+#include <sched.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -49,19 +53,52 @@ struct ContextDeleter {
 };
 using ContextPtr = std::unique_ptr<ucp_context, ContextDeleter>;
 
-absl::StatusOr<ContextPtr> CreateContext(int ranks) {
+// `wakeup`: ask for UCP_FEATURE_WAKEUP (an event fd the progress thread can
+// sleep on, see UcxWait::kBlock).
+absl::StatusOr<ContextPtr> CreateContext(int ranks, bool wakeup = false) {
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK) return UcxError("ucp_config_read", s);
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-  params.features = UCP_FEATURE_TAG;
+  params.features = UCP_FEATURE_TAG | (wakeup ? UCP_FEATURE_WAKEUP : 0);
   params.estimated_num_eps = static_cast<size_t>(ranks);
   ucp_context_h context = nullptr;
   s = ucp_init(&params, config, &context);
   ucp_config_release(config);
   if (s != UCS_OK) return UcxError("ucp_init", s);
   return ContextPtr(context);
+}
+
+// How a rank waits for UCX (RELAY_UCX_WAIT).
+enum class UcxWait {
+  // Callers and the progress thread poll, yielding the core between polls:
+  // the lowest latency while every rank has a core.
+  kPoll,
+  // Callers poll only while operations complete, then sleep; the progress
+  // thread then sleeps on the worker's event fd until UCX has something for
+  // it. For more ranks than cores on a host, where a polling rank takes the
+  // core a rank with work needs (four processes on two cores).
+  kBlock,
+  // kBlock when this host runs more ranks of the job than this process may
+  // use cores, kPoll otherwise.
+  kAuto,
+};
+
+// The CPUs this process may run on.
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
 }
 
 class UcxTransport;
@@ -96,11 +133,12 @@ class UcxOp final : public RequestState {
 class UcxTransport final : public Transport {
  public:
   UcxTransport(int rank, int size, ContextPtr context, bool peer_errors,
-               bool progress_thread)
+               bool progress_thread, UcxWait wait)
       : rank_(rank),
         size_(size),
         peer_errors_(peer_errors),
         progress_thread_enabled_(progress_thread),
+        wait_(wait),
         context_(std::move(context)),
         peers_(static_cast<size_t>(size)) {}
 
@@ -112,6 +150,7 @@ class UcxTransport final : public Transport {
     }
     idle_cv_.notify_all();
     stand_aside_cv_.notify_all();
+    if (blocking_) ucp_worker_signal(worker_);  // Out of its poll().
     if (progress_thread_.joinable()) progress_thread_.join();
     if (worker_ != nullptr) ucp_worker_destroy(worker_);
     // Operations UCX never gave back (see Abort) die with the worker.
@@ -140,13 +179,24 @@ class UcxTransport final : public Transport {
     const std::string mine(reinterpret_cast<const char*>(address),
                            address_size);
     ucp_worker_release_address(worker_, address);
+    // Each rank's host name beside its address: how many ranks share this
+    // host decides how they wait (UcxWait::kAuto).
+    const std::string host = HostName();
     if (absl::Status st = config.store->Set(absl::StrCat("ucx/", rank_), mine);
         !st.ok()) {
       return st;
     }
+    if (absl::Status st =
+            config.store->Set(absl::StrCat("ucx/host/", rank_), host);
+        !st.ok()) {
+      return st;
+    }
     std::vector<std::string> keys;
-    keys.reserve(static_cast<size_t>(size_));
+    keys.reserve(static_cast<size_t>(2 * size_));
     for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat("ucx/", r));
+    for (int r = 0; r < size_; ++r) {
+      keys.push_back(absl::StrCat("ucx/host/", r));
+    }
     absl::StatusOr<std::vector<std::string>> addresses =
         config.store->MultiGet(keys, config.timeout);
     if (!addresses.ok()) {
@@ -154,6 +204,18 @@ class UcxTransport final : public Transport {
                           absl::StrCat("ucx Connect: waiting for every rank's "
                                        "worker address: ",
                                        addresses.status().message()));
+    }
+    int local_ranks = 0;
+    for (int r = 0; r < size_; ++r) {
+      if ((*addresses)[static_cast<size_t>(size_ + r)] == host) ++local_ranks;
+    }
+    const bool want_blocking =
+        wait_ == UcxWait::kBlock ||
+        (wait_ == UcxWait::kAuto && local_ranks > UsableCores());
+    if (want_blocking && progress_thread_enabled_) {
+      // Without the wakeup feature (a build or transport that lacks it)
+      // the rank polls, as it would with enough cores.
+      blocking_ = ucp_worker_get_efd(worker_, &event_fd_) == UCS_OK;
     }
     for (int r = 0; r < size_; ++r) {
       Peer& peer = peers_[r];
@@ -222,6 +284,10 @@ class UcxTransport final : public Transport {
     const int64_t now = NowNanos();
     last_caller_poll_ns_.store(now, std::memory_order_relaxed);
     if (Poll(now)) return true;
+    // Blocking: keep the caller polling only while work arrives, so it
+    // soon sleeps and leaves the core to a rank that has work; the progress
+    // thread sleeps on the event fd meanwhile.
+    if (blocking_) return false;
     return outstanding_.load(std::memory_order_relaxed) > 0 &&
            now - last_activity_ns_.load(std::memory_order_relaxed) < kBusyNs;
   }
@@ -533,8 +599,13 @@ class UcxTransport final : public Transport {
         idle_for = std::chrono::microseconds(1);
       } else if (outstanding_.load(std::memory_order_relaxed) > 0) {
         // Requests in flight and no caller polling: keep them moving, but
-        // give the core away between polls.
-        std::this_thread::yield();
+        // give the core away between polls (or sleep until UCX has an
+        // event for this worker).
+        if (blocking_) {
+          SleepOnEvents();
+        } else {
+          std::this_thread::yield();
+        }
       } else {
         // Lingering: back off up to 100 us.
         std::this_thread::sleep_for(idle_for);
@@ -543,10 +614,31 @@ class UcxTransport final : public Transport {
     }
   }
 
+  // Blocking mode: arms the worker and sleeps on its event fd until an
+  // event comes, a signal (destruction) or 1 ms passes. The bound covers
+  // work UCX may hold that raises no event; arming says BUSY when events
+  // are already waiting, and the loop polls again.
+  void SleepOnEvents() {
+    ucs_status_t armed;
+    {
+      std::lock_guard<std::mutex> lock(worker_mu_);
+      if (aborted_) return;
+      armed = ucp_worker_arm(worker_);
+    }
+    if (armed != UCS_OK) return;
+    pollfd fd{};
+    fd.fd = event_fd_;
+    fd.events = POLLIN;
+    poll(&fd, 1, /*timeout_ms=*/1);
+  }
+
   const int rank_;
   const int size_;
   const bool peer_errors_;
   const bool progress_thread_enabled_;
+  const UcxWait wait_;
+  bool blocking_ = false;  // Set by Init, read-only after.
+  int event_fd_ = -1;      // The worker's, when blocking_.
   ContextPtr context_;
   ucp_worker_h worker_ = nullptr;
   bool device_memory_ = false;
@@ -617,11 +709,29 @@ absl::StatusOr<std::unique_ptr<Transport>> UcxTransportFactory::Connect(
     }
     progress_thread = m == "1";
   }
-  absl::StatusOr<ContextPtr> context = CreateContext(config.size);
+  UcxWait wait = UcxWait::kAuto;
+  if (const char* v = std::getenv("RELAY_UCX_WAIT")) {
+    const absl::string_view m(v);
+    if (m == "poll") {
+      wait = UcxWait::kPoll;
+    } else if (m == "block") {
+      wait = UcxWait::kBlock;
+    } else if (m != "auto") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RELAY_UCX_WAIT=\"", m, "\": expected auto, poll or block"));
+    }
+  }
+  // The wakeup feature is asked for whenever blocking may be chosen; a UCX
+  // that cannot provide it still runs, polling.
+  absl::StatusOr<ContextPtr> context =
+      CreateContext(config.size, /*wakeup=*/wait != UcxWait::kPoll);
+  if (!context.ok() && wait != UcxWait::kPoll) {
+    context = CreateContext(config.size);
+  }
   if (!context.ok()) return context.status();
   auto transport = std::make_unique<UcxTransport>(
       config.rank, config.size, *std::move(context), peer_errors,
-      progress_thread);
+      progress_thread, wait);
   if (absl::Status s = transport->Init(config); !s.ok()) return s;
   return std::unique_ptr<Transport>(std::move(transport));
 }

@@ -18,9 +18,20 @@
 //
 // Progress. UCP makes progress only when called. Wait and Test drive it
 // (Request's Progress), and a progress thread drives it while requests are
-// outstanding, so transfers move while the caller computes. The worker is
-// used under one lock; completions run after it is released, so callbacks
-// may post new operations.
+// outstanding, so transfers move while the caller computes. The thread
+// stands aside while a caller polls and takes over when the caller's Wait
+// goes to sleep (StoppedPolling). The worker is used under one lock;
+// completions run after it is released, so callbacks may post new
+// operations.
+//
+// Waiting (RELAY_UCX_WAIT). `poll`: callers and the thread poll, yielding
+// the core between polls: the lowest latency while every rank has a core.
+// `block`: a caller polls only while operations complete, then sleeps, and
+// the thread sleeps on the worker's event fd (UCP_FEATURE_WAKEUP) until UCX
+// has work for it: ranks that outnumber the cores stop taking the cores of
+// ranks with work. `auto` (default): `block` when this host runs more of the
+// job's ranks (host names exchanged through the store) than the process may
+// use cores, `poll` otherwise.
 //
 // Failure. With RELAY_UCX_ERROR_MODE=peer, endpoints use UCX's peer error
 // handling: a peer that dies or closes fails every pending operation with

@@ -2,12 +2,16 @@
 // (each with its own UCP context and worker, as separate processes would
 // have): bad input, the tag layout's limits, size mismatches, receives whose
 // messages arrived first (UCX's unexpected queue) waited on through WhenAll
-// alone, large (rendezvous) messages, and Abort.
+// alone, large (rendezvous) messages, and Abort; each in both wait modes
+// (RELAY_UCX_WAIT=poll and block: in block mode the progress thread sleeps
+// on UCX's event fd, and the tests that nobody polls check it wakes).
 #include "transports/ucx/ucx_transport.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,19 +46,22 @@ std::vector<std::unique_ptr<Transport>> ConnectGroup(int n) {
 
 absl::Time Deadline() { return absl::Now() + kTimeout; }
 
-class UcxTransportTest : public ::testing::Test {
+// The parameter is RELAY_UCX_WAIT's value while the ranks connect.
+class UcxTransportTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     UcxTransportFactory factory;
     if (!factory.IsViable()) GTEST_SKIP() << "UCX is not usable here";
+    setenv("RELAY_UCX_WAIT", GetParam(), 1);
     ranks_ = ConnectGroup(2);
+    unsetenv("RELAY_UCX_WAIT");
     ASSERT_NE(ranks_[0], nullptr);
     ASSERT_NE(ranks_[1], nullptr);
   }
   std::vector<std::unique_ptr<Transport>> ranks_;
 };
 
-TEST_F(UcxTransportTest, BadInputIsInvalidArgument) {
+TEST_P(UcxTransportTest, BadInputIsInvalidArgument) {
   std::vector<uint8_t> buf(8);
   EXPECT_EQ(ranks_[0]->Isend(2, 0, ConstBuffer::Of(buf), Deadline()).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -91,7 +98,7 @@ bool CompleteWithoutPolling(std::vector<Request>& requests,
 
 // Messages that arrive before their receives are posted complete inside the
 // post; they must complete with no caller polling.
-TEST_F(UcxTransportTest, EarlyMessagesCompleteThroughWhenAll) {
+TEST_P(UcxTransportTest, EarlyMessagesCompleteThroughWhenAll) {
   constexpr int kMessages = 16;
   std::vector<std::vector<int>> out(kMessages, std::vector<int>(4, -1));
   std::vector<int> in = {1, 2, 3, 4};
@@ -115,7 +122,7 @@ TEST_F(UcxTransportTest, EarlyMessagesCompleteThroughWhenAll) {
   }
 }
 
-TEST_F(UcxTransportTest, LargeMessagesInOrderPerTag) {
+TEST_P(UcxTransportTest, LargeMessagesInOrderPerTag) {
   constexpr size_t kCount = 3 << 20;  // Rendezvous protocol territory.
   std::vector<int> a(kCount), b(kCount), ra(kCount), rb(kCount);
   std::iota(a.begin(), a.end(), 0);
@@ -132,7 +139,7 @@ TEST_F(UcxTransportTest, LargeMessagesInOrderPerTag) {
   EXPECT_EQ(rb, b);
 }
 
-TEST_F(UcxTransportTest, SizeMismatchFailsTheReceive) {
+TEST_P(UcxTransportTest, SizeMismatchFailsTheReceive) {
   std::vector<int> small(2, 5), big(4, 0);
   auto r = ranks_[1]->Irecv(0, UserTag(1), Buffer::Of(big), Deadline());
   auto s = ranks_[0]->Isend(1, UserTag(1), ConstBuffer::Of(small), Deadline());
@@ -146,7 +153,7 @@ TEST_F(UcxTransportTest, SizeMismatchFailsTheReceive) {
   EXPECT_EQ(r2->Wait(kTimeout).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(UcxTransportTest, AbortCancelsPendingAndRefusesLaterCalls) {
+TEST_P(UcxTransportTest, AbortCancelsPendingAndRefusesLaterCalls) {
   std::vector<int> buf(4);
   auto pending = ranks_[1]->Irecv(0, UserTag(9), Buffer::Of(buf), Deadline());
   ASSERT_TRUE(pending.ok());
@@ -162,6 +169,9 @@ TEST_F(UcxTransportTest, AbortCancelsPendingAndRefusesLaterCalls) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+INSTANTIATE_TEST_SUITE_P(WaitModes, UcxTransportTest,
+                         ::testing::Values("poll", "block"));
+
 TEST(UcxTransportConnectTest, BadConfigIsInvalidArgument) {
   UcxTransportFactory factory;
   EXPECT_EQ(factory.Connect({nullptr, 0, 1}).status().code(),
@@ -169,6 +179,12 @@ TEST(UcxTransportConnectTest, BadConfigIsInvalidArgument) {
   auto store = std::make_shared<InMemoryStore>();
   EXPECT_EQ(factory.Connect({store, 2, 2}).status().code(),
             absl::StatusCode::kInvalidArgument);
+  setenv("RELAY_UCX_WAIT", "sleepy", 1);
+  absl::Status bad_wait = factory.Connect({store, 0, 1}).status();
+  unsetenv("RELAY_UCX_WAIT");
+  EXPECT_EQ(bad_wait.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_wait.message().find("RELAY_UCX_WAIT"), std::string::npos)
+      << bad_wait;
 }
 
 }  // namespace
