@@ -61,10 +61,22 @@ ScheduleEngine::ScheduleEngine() {
   }
   if (config_error_.ok()) {
     config_error_ = ReadSize("RELAY_SEGMENT_BYTES", &segment_bytes_);
+    const char* given = std::getenv("RELAY_SEGMENT_BYTES");
+    segment_bytes_given_ = given != nullptr && *given != '\0';
   }
   if (config_error_.ok()) {
     config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
   }
+}
+
+size_t ScheduleEngine::SegmentBytes(const TransportCapabilities& caps) const {
+  if (segment_bytes_given_) return segment_bytes_;
+  // Bytes the link moves in kSegmentLatencies of its per-message latency:
+  // below that, a segment's fixed cost is over a tenth of its time.
+  constexpr double kSegmentLatencies = 10;
+  const double floor_bytes = kSegmentLatencies * caps.latency_us * 1e-6 *
+                             caps.bandwidth_gbps * 1e9;
+  return std::max(segment_bytes_, static_cast<size_t>(floor_bytes));
 }
 
 ScheduleEngine::ScheduleEngine(std::shared_ptr<StreamOps> host_stream_ops)
@@ -236,7 +248,8 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     const size_t bytes = ModelBytes(args.kind, count, dtype, size);
     params.lanes = on_device
         ? std::clamp<size_t>(bytes / kDeviceMinLaneBytes, 1, pipeline_depth_)
-        : std::clamp<size_t>(bytes / segment_bytes_, 1, kMaxPipelineLanes);
+        : std::clamp<size_t>(bytes / SegmentBytes(caps), 1,
+                             kMaxPipelineLanes);
     params.lanes = std::min(params.lanes, std::max<size_t>(count, 1));
   }
 

@@ -11,7 +11,10 @@
 // Environment, read once when the engine is built:
 //   RELAY_ALGORITHM       per-collective overrides (selection.h).
 //   RELAY_SEGMENT_BYTES   pipeline segment size for ring, broadcast and
-//                         reduce (default 1 MiB); one lane per segment.
+//                         reduce; one lane per segment. Default: 1 MiB, or
+//                         more where the transport's per-message latency
+//                         is high (at least ten latencies' worth of bytes
+//                         at its bandwidth, from its capabilities).
 //   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2); on device
 //                         buffers, the lanes (and lane streams) of a call.
 // A malformed value makes every call fail with InvalidArgument naming it.
@@ -53,9 +56,13 @@ class ScheduleEngine final : public CollectiveEngine {
                     const TransportCapabilities& caps) const;
 
  private:
+  // The segment of a pipelined host schedule over a transport like `caps`.
+  size_t SegmentBytes(const TransportCapabilities& caps) const;
+
   absl::Status config_error_;
   AlgorithmOverrides overrides_;
   size_t segment_bytes_ = size_t{1} << 20;
+  bool segment_bytes_given_ = false;  // RELAY_SEGMENT_BYTES was set.
   size_t pipeline_depth_ = 2;
   std::shared_ptr<StreamOps> host_stream_ops_;
 };
