@@ -55,10 +55,12 @@ class ScheduleEngine final : public CollectiveEngine {
   Algorithm Resolve(const CollectiveArgs& args, int size,
                     const TransportCapabilities& caps) const;
 
- private:
-  // The segment of a pipelined host schedule over a transport like `caps`.
+  // The segment (one pipeline lane) of a pipelined host schedule over a
+  // transport like `caps`: RELAY_SEGMENT_BYTES when set, else the larger of
+  // 1 MiB and ten of its per-message latencies' worth of bytes.
   size_t SegmentBytes(const TransportCapabilities& caps) const;
 
+ private:
   absl::Status config_error_;
   AlgorithmOverrides overrides_;
   size_t segment_bytes_ = size_t{1} << 20;
