@@ -629,8 +629,12 @@ class UcxTransport final : public Transport {
     ucs_status_t armed;
     {
       std::lock_guard<std::mutex> lock(worker_mu_);
-      if (aborted_) return;
-      armed = ucp_worker_arm(worker_);
+      armed = aborted_ ? UCS_ERR_CANCELED : ucp_worker_arm(worker_);
+    }
+    if (armed == UCS_ERR_CANCELED) {
+      // Aborted: nothing will raise an event; do not spin while lingering.
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      return;
     }
     if (armed != UCS_OK) return;
     pollfd fd{};
