@@ -61,8 +61,6 @@ ScheduleEngine::ScheduleEngine() {
   }
   if (config_error_.ok()) {
     config_error_ = ReadSize("RELAY_SEGMENT_BYTES", &segment_bytes_);
-    const char* given = std::getenv("RELAY_SEGMENT_BYTES");
-    segment_bytes_given_ = given != nullptr && *given != '\0';
   }
   if (config_error_.ok()) {
     config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
@@ -70,13 +68,14 @@ ScheduleEngine::ScheduleEngine() {
 }
 
 size_t ScheduleEngine::SegmentBytes(const TransportCapabilities& caps) const {
-  if (segment_bytes_given_) return segment_bytes_;
+  if (segment_bytes_ != 0) return segment_bytes_;  // RELAY_SEGMENT_BYTES.
   // Bytes the link moves in kSegmentLatencies of its per-message latency:
   // below that, a segment's fixed cost is over a tenth of its time.
   constexpr double kSegmentLatencies = 10;
+  constexpr size_t kDefaultSegmentBytes = size_t{1} << 20;
   const double floor_bytes = kSegmentLatencies * caps.latency_us * 1e-6 *
                              caps.bandwidth_gbps * 1e9;
-  return std::max(segment_bytes_, static_cast<size_t>(floor_bytes));
+  return std::max(kDefaultSegmentBytes, static_cast<size_t>(floor_bytes));
 }
 
 ScheduleEngine::ScheduleEngine(std::shared_ptr<StreamOps> host_stream_ops)

@@ -63,8 +63,7 @@ class ScheduleEngine final : public CollectiveEngine {
  private:
   absl::Status config_error_;
   AlgorithmOverrides overrides_;
-  size_t segment_bytes_ = size_t{1} << 20;
-  bool segment_bytes_given_ = false;  // RELAY_SEGMENT_BYTES was set.
+  size_t segment_bytes_ = 0;  // RELAY_SEGMENT_BYTES; 0: not set.
   size_t pipeline_depth_ = 2;
   std::shared_ptr<StreamOps> host_stream_ops_;
 };

@@ -61,6 +61,19 @@ class UcxTransportTest : public ::testing::TestWithParam<const char*> {
   std::vector<std::unique_ptr<Transport>> ranks_;
 };
 
+// The mode took effect: block mode falls back to polling silently where UCX
+// has no wakeup support, and the tests below would then not exercise the
+// sleeping progress thread at all. A blocking transport reports the latency
+// of a wake-up per hand-off (tens of microseconds and up) to the cost model.
+TEST_P(UcxTransportTest, WaitModeTakesEffect) {
+  const double latency_us = ranks_[0]->capabilities().latency_us;
+  if (std::string(GetParam()) == "block") {
+    EXPECT_GE(latency_us, 10.0) << "block mode fell back to polling";
+  } else {
+    EXPECT_LT(latency_us, 10.0);
+  }
+}
+
 TEST_P(UcxTransportTest, BadInputIsInvalidArgument) {
   std::vector<uint8_t> buf(8);
   EXPECT_EQ(ranks_[0]->Isend(2, 0, ConstBuffer::Of(buf), Deadline()).status().code(),
