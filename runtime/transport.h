@@ -172,7 +172,11 @@ class Transport {
 
   // Fails every pending request this rank posted with `reason` (Cancelled
   // for an abort); peers waiting on this rank learn it as Unavailable where
-  // the transport can tell them. Later calls fail. Returns promptly.
+  // the transport can tell them. Later posts complete at once with `reason`
+  // too, so a collective still running when a peer's loss aborted the
+  // transport fails with that loss, not with a misuse error (the
+  // Communicator itself refuses its caller's later calls with
+  // FailedPrecondition). Returns promptly.
   virtual void Abort(absl::Status reason) = 0;
 };
 

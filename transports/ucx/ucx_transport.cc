@@ -419,10 +419,10 @@ class UcxTransport final : public Transport {
     std::vector<Completion> inline_done;
     {
       std::lock_guard<std::mutex> lock(worker_mu_);
-      if (aborted_) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "ucx transport was aborted: ", abort_reason_.message()));
-      }
+      // Posted after Abort: done at once with its reason, as the pending
+      // ones were (Transport::Abort). A collective still running when a
+      // peer's loss aborted the transport then fails with that loss.
+      if (aborted_) return Request::Completed(abort_reason_);
       if (!peers_[peer].lost.ok()) return Request::Completed(peers_[peer].lost);
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
