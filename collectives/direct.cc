@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "collectives/reduce.h"
 #include "runtime/tag.h"
 
@@ -26,8 +27,11 @@ void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
 
 // acc = reduce over ranks of element block `block` (count elements at
 // element offset block * count) of every rank's send buffer, in rank order.
+// Direct algorithms run small messages: their accumulator stays on the stack.
+using Accumulator = absl::InlinedVector<char, 1024>;
+
 void ReduceBlock(absl::Span<const void* const> calls, size_t offset,
-                 size_t count, std::vector<char>& acc) {
+                 size_t count, Accumulator& acc) {
   const auto* first = static_cast<const DirectCall*>(calls[0]);
   const DataType t = first->args.send.dtype;
   const size_t esize = DataTypeSize(t);
@@ -58,7 +62,7 @@ void Combine(absl::Span<const void* const> calls) {
       return;
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kReduce: {
-      std::vector<char> acc;
+      Accumulator acc;
       ReduceBlock(calls, 0, count, acc);
       for (size_t r = 0; r < n; ++r) {
         if (a0.kind == CollectiveKind::kReduce && static_cast<int>(r) != root) {
@@ -71,7 +75,7 @@ void Combine(absl::Span<const void* const> calls) {
     case CollectiveKind::kReduceScatter: {
       // Results first (each reads every rank's block r), then the writes:
       // in place, rank r's output is block r of its own input.
-      std::vector<std::vector<char>> results(n);
+      std::vector<Accumulator> results(n);
       for (size_t r = 0; r < n; ++r) ReduceBlock(calls, r * count, count, results[r]);
       for (size_t r = 0; r < n; ++r) {
         std::memcpy(call(r)->args.recv.data, results[r].data(),

@@ -183,11 +183,12 @@ absl::Status Communicator::CheckUsable() const {
       "communicator was aborted: ", abort_->reason.message()));
 }
 
-absl::Time Communicator::DeadlineFor(const CollectiveOptions& options) const {
+absl::Time Communicator::DeadlineFor(const CollectiveOptions& options,
+                                     absl::Time now) const {
   const absl::Duration timeout = options.timeout > absl::ZeroDuration()
                                      ? options.timeout
                                      : options_.default_timeout;
-  return FastNow() + timeout;
+  return now + timeout;
 }
 
 absl::StatusOr<Request> Communicator::StartCollective(
@@ -227,7 +228,9 @@ absl::StatusOr<Request> Communicator::StartCollective(
         CollectiveName(args.kind), ": algorithm 'native' was forced, but ",
         transport_->name(), " has no native collectives"));
   }
-  args.deadline = DeadlineFor(options);
+  // One clock read serves the deadline, the flight record and the metrics.
+  const absl::Time start = FastNow();
+  args.deadline = DeadlineFor(options, start);
   args.gate = gate_;
   args.on_failure = on_failure_;
   // Taken only after validation, so a rejected call leaves no gap.
@@ -239,19 +242,28 @@ absl::StatusOr<Request> Communicator::StartCollective(
     }
   }
 
-  const uint64_t token = recorder_ ? recorder_->Queued(args, size_) : 0;
+  const uint64_t token = recorder_ ? recorder_->Queued(args, size_, start) : 0;
   const uint64_t bytes = PerRankCount(args, size_) *
                          DataTypeSize(args.send.count > 0 ? args.send.dtype
                                                           : args.recv.dtype);
-  const absl::Time start = FastNow();
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
   if (started.ok()) {
+    const std::shared_ptr<RequestState>& state = started->state();
+    if (state != nullptr && state->done()) {
+      // Done already (a small collective whose last rank is this one):
+      // recorded here, with no callback to allocate and run.
+      const absl::Time now = FastNow();
+      if (recorder_ != nullptr) recorder_->Done(token, state->status(), now);
+      metrics_->Record(args.kind, bytes, now - start, state->status().ok());
+      return started;
+    }
     started_.Add(*started);
     // One callback records both, when the operation completes.
     started->OnDone([recorder = recorder_, metrics = metrics_, token, bytes,
                      start, kind = args.kind](absl::Status s) {
-      if (recorder != nullptr) recorder->Done(token, s);
-      metrics->Record(kind, bytes, FastNow() - start, s.ok());
+      const absl::Time now = FastNow();
+      if (recorder != nullptr) recorder->Done(token, s, now);
+      metrics->Record(kind, bytes, now - start, s.ok());
     });
   } else {
     if (recorder_ != nullptr) recorder_->Done(token, started.status());
@@ -319,7 +331,7 @@ absl::StatusOr<Request> Communicator::Collective(
   args.recv = recv;
   args.op = op;
   args.root = root;
-  return StartCollective(args, options);
+  return StartCollective(std::move(args), options);
 }
 
 absl::StatusOr<Request> Communicator::Broadcast(
@@ -424,7 +436,7 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
         op.kind == P2POp::Kind::kSend ? op.send : ConstBuffer(op.recv),
         op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));
   }
-  const absl::Time deadline = DeadlineFor(options);
+  const absl::Time deadline = DeadlineFor(options, FastNow());
   if (ops.size() == 1 && options.stream == nullptr) {
     // Send and Recv on host memory: no batch, no joint request.
     const P2POp& op = ops.front();

@@ -223,7 +223,8 @@ class Communicator {
                CommunicatorOptions options);
 
   absl::Status CheckUsable() const;
-  absl::Time DeadlineFor(const CollectiveOptions& options) const;
+  // `now` plus the call's timeout (or the default one).
+  absl::Time DeadlineFor(const CollectiveOptions& options, absl::Time now) const;
   absl::StatusOr<Request> StartCollective(CollectiveArgs args,
                                           const CollectiveOptions& options);
   // The native collective or relay's algorithm for validated `args`.

@@ -47,35 +47,41 @@ absl::string_view FlightStateName(FlightRecorder::State state) {
 FlightRecorder::FlightRecorder(size_t capacity)
     : ring_(std::max<size_t>(capacity, 1)) {}
 
-uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size) {
-  Entry e;
+uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
+                                absl::Time now) {
+  const uint64_t count = PerRankCount(args, size);
+  std::lock_guard<SpinLock> lock(mu_);
+  const uint64_t token = next_++;
+  // Written in place: the entry's message string keeps its buffer.
+  Entry& e = ring_[token % ring_.size()];
   e.sequence = args.sequence;
   e.kind = args.kind;
   e.dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
-  e.count = PerRankCount(args, size);
+  e.count = count;
   e.root = IsRooted(args.kind) ? args.root : -1;
   e.algorithm = args.algorithm;
-  e.queued = FastNow();
+  e.state = State::kQueued;
+  e.code = absl::StatusCode::kOk;
+  e.message.clear();
+  e.queued = now;
   e.finished = absl::InfinitePast();
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t token = next_++;
-  ring_[token % ring_.size()] = e;
   return token;
 }
 
-void FlightRecorder::Done(uint64_t token, const absl::Status& status) {
-  const absl::Time now = FastNow();
-  std::lock_guard<std::mutex> lock(mu_);
+void FlightRecorder::Done(uint64_t token, const absl::Status& status,
+                          absl::Time now) {
+  std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
   Entry& e = ring_[token % ring_.size()];
   e.state = status.ok() ? State::kCompleted : State::kFailed;
   e.code = status.code();
-  e.message = std::string(status.message().substr(0, 200));
+  // Queued left the message empty; OK needs no string work.
+  if (!status.ok()) e.message = std::string(status.message().substr(0, 200));
   e.finished = now;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   std::vector<Entry> out;
   const uint64_t held = std::min<uint64_t>(next_, ring_.size());
   out.reserve(held);

@@ -30,6 +30,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/collective.h"
+#include "runtime/request.h"
+#include "runtime/spin_lock.h"
 
 namespace relay {
 
@@ -54,12 +56,19 @@ class FlightRecorder {
   // `capacity` entries, at least one.
   explicit FlightRecorder(size_t capacity);
 
-  // Records a collective that was just queued; returns its slot token for
-  // Done().
-  uint64_t Queued(const CollectiveArgs& args, int size);
-  // Marks the entry of `token` completed or failed (a no-op if the ring has
-  // since reused its slot).
-  void Done(uint64_t token, const absl::Status& status);
+  // Records a collective queued at `now`; returns its slot token for
+  // Done(). (The caller passes the time it read anyway: a clock read is a
+  // noticeable part of a small collective.)
+  uint64_t Queued(const CollectiveArgs& args, int size, absl::Time now);
+  uint64_t Queued(const CollectiveArgs& args, int size) {
+    return Queued(args, size, FastNow());
+  }
+  // Marks the entry of `token` completed or failed at `now` (a no-op if the
+  // ring has since reused its slot).
+  void Done(uint64_t token, const absl::Status& status, absl::Time now);
+  void Done(uint64_t token, const absl::Status& status) {
+    Done(token, status, FastNow());
+  }
 
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;
@@ -72,7 +81,9 @@ class FlightRecorder {
   std::string ToJson(int rank, int size, absl::string_view reason) const;
 
  private:
-  mutable std::mutex mu_;
+  // Taken twice per collective, by the calling rank and often by the thread
+  // that completes it: a spin lock (runtime/spin_lock.h).
+  mutable SpinLock mu_;
   std::vector<Entry> ring_;  // Guarded by mu_.
   uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
 };

@@ -4,7 +4,17 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+#endif
 
 namespace relay {
 namespace {
@@ -21,6 +31,35 @@ namespace {
 constexpr std::chrono::nanoseconds kSpinBudget(500);
 constexpr std::chrono::nanoseconds kYieldBudget = std::chrono::microseconds(200);
 
+// Sleeps until *word is no longer `pending` (0), a wake-up, or `timeout`;
+// returns at once if it is already not 0. Spurious returns are fine: the
+// caller checks and loops.
+void SleepWhilePending(std::atomic<uint32_t>* word,
+                       std::chrono::nanoseconds timeout) {
+#if defined(__linux__)
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(secs.count());
+  ts.tv_nsec = static_cast<long>((timeout - secs).count());
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE,
+          0u, &ts, nullptr, 0);
+#else
+  if (word->load(std::memory_order_acquire) == 0) {
+    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
+        timeout, std::chrono::microseconds(50)));
+  }
+#endif
+}
+
+void WakeAll(std::atomic<uint32_t>* word) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE,
+          INT32_MAX, nullptr, nullptr, 0);
+#else
+  (void)word;  // Sleepers poll.
+#endif
+}
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -32,12 +71,17 @@ inline void CpuRelax() {
 }  // namespace
 
 bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
-  std::lock_guard<SpinLock> lock(mu_);
-  if (done_.load(std::memory_order_relaxed)) return false;
-  status_ = std::move(status);
-  done_.store(true, std::memory_order_release);
-  to_run->swap(callbacks_);
-  if (sleepers_ > 0) cv_.notify_all();
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (done_.load(std::memory_order_relaxed) != 0) return false;
+    status_ = std::move(status);
+    // seq_cst with the sleepers_ check below, and a sleeper's increment and
+    // check: either it sees done, or this sees it and wakes it.
+    done_.store(1, std::memory_order_seq_cst);
+    to_run->swap(callbacks_);
+  }
+  // The caller holds a reference, so this is alive here.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) WakeAll(&done_);
   return true;
 }
 
@@ -89,32 +133,29 @@ absl::Status RequestState::Wait(absl::Time deadline) {
   // From here this thread sleeps: a transport's own progress thread, which
   // stands aside while callers poll, must drive the operation now.
   StoppedPolling();
-  std::unique_lock<SpinLock> lock(mu_);
-  ++sleepers_;
-  while (!done_.load(std::memory_order_relaxed)) {
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  while (done_.load(std::memory_order_seq_cst) == 0) {
     // Wake up now and then to drive progress for polling transports.
-    const absl::Time wake =
-        std::min(deadline, absl::Now() + absl::Milliseconds(1));
-    cv_.wait_until(lock, absl::ToChronoTime(wake));
-    if (done_.load(std::memory_order_relaxed)) break;
-    if (absl::Now() >= deadline) {
-      --sleepers_;
+    const absl::Duration left = deadline - FastNow();
+    if (left <= absl::ZeroDuration()) {
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
       return absl::DeadlineExceededError(
           "operation did not complete before its deadline");
     }
-    lock.unlock();
+    SleepWhilePending(&done_, absl::ToChronoNanoseconds(
+                                  std::min(left, absl::Milliseconds(1))));
+    if (done()) break;
     Progress();
     StoppedPolling();  // One poll, then back to sleep.
-    lock.lock();
   }
-  --sleepers_;
+  sleepers_.fetch_sub(1, std::memory_order_relaxed);
   return status_;
 }
 
 void RequestState::OnDone(DoneCallback callback) {
   {
     std::lock_guard<SpinLock> lock(mu_);
-    if (!done_.load(std::memory_order_relaxed)) {
+    if (done_.load(std::memory_order_relaxed) == 0) {
       callbacks_.push_back(std::move(callback));
       return;
     }

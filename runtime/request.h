@@ -54,9 +54,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -91,7 +90,7 @@ class RequestState {
   // its callbacks into `*to_run`; the caller then runs each with status().
   bool MarkDone(absl::Status status, DoneCallbacks* to_run);
 
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  bool done() const { return done_.load(std::memory_order_acquire) != 0; }
   // The outcome; meaningful once done() is true.
   const absl::Status& status() const { return status_; }
   absl::Time deadline() const { return deadline_; }
@@ -125,14 +124,17 @@ class RequestState {
   virtual void StoppedPolling() {}
 
  private:
-  std::atomic<bool> done_{false};
+  // 0 while pending, 1 once done; also the word sleeping waiters wait on
+  // (a futex on Linux). A condition variable would do, but
+  // std::condition_variable_any allocates a mutex per instance, and a
+  // request is made for every operation.
+  std::atomic<uint32_t> done_{0};
+  std::atomic<int> sleepers_{0};  // Waiters asleep on done_, or going to.
   absl::Status status_;  // Written once, before done_ is released.
   const absl::Time deadline_;
-  // A spin lock, not a mutex: the completing thread and the waiting one
-  // meet here on every operation (runtime/spin_lock.h).
+  // A spin lock, not a mutex: the completing thread and a thread adding a
+  // callback meet here (runtime/spin_lock.h).
   SpinLock mu_;
-  std::condition_variable_any cv_;
-  int sleepers_ = 0;                     // Guarded by mu_.
   DoneCallbacks callbacks_;  // Guarded by mu_.
 };
 
@@ -169,9 +171,14 @@ class Request {
 };
 
 // absl::Now() through the vDSO clock: a quarter of absl::Now()'s cost in
-// Debian's Abseil 20220623, and it is read on every operation.
+// Debian's Abseil 20220623, and it is read on every operation. Built from
+// nanoseconds (inline arithmetic) rather than through absl::FromChrono,
+// which divides durations out of line.
 inline absl::Time FastNow() {
-  return absl::FromChrono(std::chrono::system_clock::now());
+  return absl::FromUnixNanos(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
 }
 
 // A request that completes when every one of `requests` has: with the first

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -111,26 +112,39 @@ class LoopbackFabric {
   void Rendezvous(int rank, Tag tag, const void* mine,
                   Transport::CombineFn combine,
                   std::shared_ptr<RequestState> request) {
-    Gathering done;
+    std::unique_ptr<Gathering> done;
     absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
       // One critical section for the check and the arrival, so an Abort's
       // sweep either sees this arrival or this arrival sees the loss.
       std::lock_guard<SpinLock> lock(rendezvous_mu_);
-      for (int r = 0; r < size() && lost.ok(); ++r) lost = LostStatus(rank, r);
+      if (any_lost_.load(std::memory_order_acquire)) {
+        for (int r = 0; r < size() && lost.ok(); ++r) lost = LostStatus(rank, r);
+      }
       if (lost.ok()) {
-        Gathering& g = gatherings_[tag];
-        if (g.requests.empty()) {
-          g.pointers.resize(size());
-          g.requests.resize(size());
-          g.combines.resize(size());
+        // Usually one or two gatherings are open (ranks run at most a few
+        // collectives ahead), so a scan beats a hash map.
+        auto open = std::find_if(
+            gatherings_.begin(), gatherings_.end(),
+            [tag](const std::unique_ptr<Gathering>& g) { return g->tag == tag; });
+        if (open == gatherings_.end()) {
+          if (spare_gatherings_.empty()) {
+            gatherings_.push_back(std::make_unique<Gathering>(size()));
+          } else {
+            gatherings_.push_back(std::move(spare_gatherings_.back()));
+            spare_gatherings_.pop_back();
+          }
+          open = gatherings_.end() - 1;
+          (*open)->tag = tag;
         }
+        Gathering& g = **open;
         g.pointers[rank] = mine;
         g.requests[rank] = std::move(request);
         g.combines[rank] = std::move(combine);
         if (++g.arrived < size()) return;
-        done = std::move(g);
-        gatherings_.erase(tag);
+        done = std::move(*open);
+        *open = std::move(gatherings_.back());
+        gatherings_.pop_back();
         for (int r = 0; r < size(); ++r) {
           lost_[r]->deliveries.fetch_add(1, std::memory_order_relaxed);
         }
@@ -140,14 +154,22 @@ class LoopbackFabric {
       request->Complete(std::move(lost));
       return;
     }
-    done.combines[rank](absl::MakeConstSpan(done.pointers));
-    std::vector<DoneCallbacks> callbacks(done.requests.size());
-    for (size_t r = 0; r < done.requests.size(); ++r) {
-      done.requests[r]->MarkDone(absl::OkStatus(), &callbacks[r]);
+    Gathering& g = *done;
+    g.combines[rank](absl::MakeConstSpan(g.pointers));
+    for (int r = 0; r < size(); ++r) {
+      g.requests[r]->MarkDone(absl::OkStatus(), &g.callbacks[r]);
     }
     for (int r = 0; r < size(); ++r) EndDelivery(r);
-    for (DoneCallbacks& cbs : callbacks) {
+    for (DoneCallbacks& cbs : g.callbacks) {
       for (DoneCallback& cb : cbs) std::move(cb)(absl::OkStatus());
+    }
+    // Recycled: a rendezvous per small collective would otherwise allocate
+    // and free its records every time. What the ranks brought (their
+    // requests and combines own memory) is released first.
+    g.Clear();
+    std::lock_guard<SpinLock> lock(rendezvous_mu_);
+    if (spare_gatherings_.size() < kSpareGatherings) {
+      spare_gatherings_.push_back(std::move(done));
     }
   }
 
@@ -210,6 +232,7 @@ class LoopbackFabric {
       if (lost_[rank]->lost.load()) return;
       lost_[rank]->reason = reason;
       lost_[rank]->lost.store(true);
+      any_lost_.store(true);
     }
     const absl::Status peer_error = absl::UnavailableError(absl::StrCat(
         "rank ", rank, " left the group: ", reason.message()));
@@ -254,10 +277,10 @@ class LoopbackFabric {
     // A rendezvous cannot complete without this rank: fail every one.
     {
       std::lock_guard<SpinLock> lock(rendezvous_mu_);
-      for (auto& [tag, g] : gatherings_) {
-        for (size_t r = 0; r < g.requests.size(); ++r) {
-          if (g.requests[r] == nullptr) continue;
-          failed.emplace_back(std::move(g.requests[r]),
+      for (std::unique_ptr<Gathering>& g : gatherings_) {
+        for (size_t r = 0; r < g->requests.size(); ++r) {
+          if (g->requests[r] == nullptr) continue;
+          failed.emplace_back(std::move(g->requests[r]),
                               static_cast<int>(r) == rank ? reason : peer_error);
         }
       }
@@ -331,11 +354,23 @@ class LoopbackFabric {
   };
   // One Rendezvous in progress: what each rank has brought so far.
   struct Gathering {
+    explicit Gathering(int size)
+        : pointers(size), requests(size), combines(size), callbacks(size) {}
+    void Clear() {
+      arrived = 0;
+      for (auto& r : requests) r.reset();
+      for (auto& c : combines) c = nullptr;
+      for (auto& cbs : callbacks) cbs.clear();
+    }
+    Tag tag = 0;
     int arrived = 0;
     std::vector<const void*> pointers;
     std::vector<std::shared_ptr<RequestState>> requests;
     std::vector<Transport::CombineFn> combines;
+    std::vector<DoneCallbacks> callbacks;  // Filled when it completes.
   };
+  // Completed gatherings kept for reuse; a few cover ranks that run ahead.
+  static constexpr size_t kSpareGatherings = 8;
   struct Mailbox {
     SpinLock mu;
     // Matched pairs whose copy waits for this rank's thread (see Progress).
@@ -437,8 +472,13 @@ class LoopbackFabric {
 
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // By destination rank.
   std::vector<std::unique_ptr<LostRank>> lost_;
+  // Set with the first rank's lost flag: until then, arrivals skip the check
+  // of every rank's flag.
+  std::atomic<bool> any_lost_{false};
   SpinLock rendezvous_mu_;
-  absl::flat_hash_map<Tag, Gathering> gatherings_;  // Guarded by it.
+  // Guarded by rendezvous_mu_: open gatherings, in no order.
+  std::vector<std::unique_ptr<Gathering>> gatherings_;
+  std::vector<std::unique_ptr<Gathering>> spare_gatherings_;
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
 
@@ -447,16 +487,15 @@ namespace {
 // A loopback request: waiting on it lets its rank do the copies handed to it.
 class LoopbackRequest final : public RequestState {
  public:
-  LoopbackRequest(absl::Time deadline, std::shared_ptr<LoopbackFabric> fabric,
-                  int rank)
-      : RequestState(deadline), fabric_(std::move(fabric)), rank_(rank) {}
+  LoopbackRequest(absl::Time deadline,
+                  std::shared_ptr<const LoopbackRankEnd> end)
+      : RequestState(deadline), end_(std::move(end)) {}
 
  protected:
-  bool Progress() override { return fabric_->Progress(rank_); }
+  bool Progress() override { return end_->fabric->Progress(end_->rank); }
 
  private:
-  const std::shared_ptr<LoopbackFabric> fabric_;
-  const int rank_;
+  const std::shared_ptr<const LoopbackRankEnd> end_;
 };
 
 }  // namespace
@@ -465,7 +504,11 @@ bool LoopbackTransport::Progress() { return fabric_->Progress(rank_); }
 
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric,
                                      int rank, LoopbackOptions options)
-    : fabric_(std::move(fabric)), rank_(rank), options_(options) {}
+    : fabric_(fabric),
+      rank_(rank),
+      end_(std::make_shared<const LoopbackRankEnd>(
+          LoopbackRankEnd{std::move(fabric), rank})),
+      options_(options) {}
 
 LoopbackTransport::~LoopbackTransport() {
   fabric_->Abort(rank_, absl::CancelledError("loopback transport destroyed"));
@@ -500,7 +543,7 @@ absl::StatusOr<Request> LoopbackTransport::Isend(int peer, Tag tag,
                                                  ConstBuffer data,
                                                  absl::Time deadline) {
   if (absl::Status s = CheckPeer(peer, size()); !s.ok()) return s;
-  auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
+  auto request = std::make_shared<LoopbackRequest>(deadline, end_);
   fabric_->Send(rank_, peer, tag, {data, request});
   return Request(std::move(request));
 }
@@ -535,7 +578,7 @@ absl::StatusOr<Request> LoopbackTransport::PostRecv(int peer, Tag tag,
                                                     ReduceFn reduce,
                                                     absl::Time deadline) {
   if (absl::Status s = CheckPeer(peer, size()); !s.ok()) return s;
-  auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
+  auto request = std::make_shared<LoopbackRequest>(deadline, end_);
   fabric_->Recv(peer, rank_, tag, {local, dst, reduce, request});
   return Request(std::move(request));
 }
@@ -550,7 +593,7 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
   if (combine == nullptr) {
     return absl::InvalidArgumentError("Rendezvous: null combine function");
   }
-  auto request = std::make_shared<LoopbackRequest>(deadline, fabric_, rank_);
+  auto request = std::make_shared<LoopbackRequest>(deadline, end_);
   fabric_->Rendezvous(rank_, tag, mine, std::move(combine), request);
   return Request(std::move(request));
 }

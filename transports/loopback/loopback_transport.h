@@ -40,6 +40,15 @@ namespace relay {
 
 class LoopbackFabric;
 
+// One rank's hold on the fabric, shared by that rank's requests. Requests
+// keep this rather than the fabric itself: every rank's requests would
+// otherwise count references on the one fabric's control block, a cache line
+// that bounces between cores on every operation.
+struct LoopbackRankEnd {
+  std::shared_ptr<LoopbackFabric> fabric;
+  int rank = 0;
+};
+
 // Capabilities a loopback group may turn off, so that the algorithms' paths
 // for transports without them (their fallbacks) run in tests too.
 struct LoopbackOptions {
@@ -78,6 +87,7 @@ class LoopbackTransport final : public Transport {
 
   std::shared_ptr<LoopbackFabric> fabric_;
   const int rank_;
+  const std::shared_ptr<const LoopbackRankEnd> end_;  // For requests.
   const LoopbackOptions options_;
 };
 
