@@ -1,6 +1,7 @@
 #include "collectives/direct.h"
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
@@ -10,11 +11,18 @@
 namespace relay {
 namespace {
 
-// What one rank brings to the rendezvous.
+// What one rank brings to the rendezvous: the part of its call the combine
+// reads, as plain bytes (the transport copies it).
 struct DirectCall {
-  CollectiveArgs args;
+  CollectiveKind kind;
+  ReduceOp op;
+  int root;
+  ConstBuffer send;
+  Buffer recv;
   size_t count;  // Per rank, as in runtime/collective.h.
 };
+static_assert(std::is_trivially_copyable_v<DirectCall>);
+static_assert(sizeof(DirectCall) <= Transport::kMaxRendezvousRecord);
 
 char* At(const void* base, size_t elements, size_t element_size) {
   return const_cast<char*>(static_cast<const char*>(base)) +
@@ -33,18 +41,18 @@ using Accumulator = absl::InlinedVector<char, 1024>;
 void ReduceBlock(absl::Span<const void* const> calls, size_t offset,
                  size_t count, Accumulator& acc) {
   const auto* first = static_cast<const DirectCall*>(calls[0]);
-  const DataType t = first->args.send.dtype;
+  const DataType t = first->send.dtype;
   const size_t esize = DataTypeSize(t);
-  const ReduceKernel reduce = GetReduceFn(t, first->args.op);
+  const ReduceKernel reduce = GetReduceFn(t, first->op);
   acc.resize(count * esize);
-  std::memcpy(acc.data(), At(first->args.send.data, offset, esize),
+  std::memcpy(acc.data(), At(first->send.data, offset, esize),
               count * esize);
   for (size_t r = 1; r < calls.size(); ++r) {
     const auto* c = static_cast<const DirectCall*>(calls[r]);
-    reduce(acc.data(), At(c->args.send.data, offset, esize), acc.data(),
+    reduce(acc.data(), At(c->send.data, offset, esize), acc.data(),
            count);
   }
-  if (first->args.op == ReduceOp::kAvg) {
+  if (first->op == ReduceOp::kAvg) {
     DivideInPlace(t, acc.data(), count, static_cast<int>(calls.size()));
   }
 }
@@ -54,7 +62,7 @@ void ReduceBlock(absl::Span<const void* const> calls, size_t offset,
 void Combine(absl::Span<const void* const> calls) {
   const size_t n = calls.size();
   auto call = [&](size_t r) { return static_cast<const DirectCall*>(calls[r]); };
-  const CollectiveArgs& a0 = call(0)->args;
+  const DirectCall& a0 = *call(0);
   const size_t count = call(0)->count;
   const int root = a0.root;
   switch (a0.kind) {
@@ -68,7 +76,7 @@ void Combine(absl::Span<const void* const> calls) {
         if (a0.kind == CollectiveKind::kReduce && static_cast<int>(r) != root) {
           continue;
         }
-        std::memcpy(call(r)->args.recv.data, acc.data(), acc.size());
+        std::memcpy(call(r)->recv.data, acc.data(), acc.size());
       }
       return;
     }
@@ -78,7 +86,7 @@ void Combine(absl::Span<const void* const> calls) {
       std::vector<Accumulator> results(n);
       for (size_t r = 0; r < n; ++r) ReduceBlock(calls, r * count, count, results[r]);
       for (size_t r = 0; r < n; ++r) {
-        std::memcpy(call(r)->args.recv.data, results[r].data(),
+        std::memcpy(call(r)->recv.data, results[r].data(),
                     results[r].size());
       }
       return;
@@ -93,35 +101,35 @@ void Combine(absl::Span<const void* const> calls) {
   switch (a0.kind) {
     case CollectiveKind::kBroadcast:
       for (size_t r = 0; r < n; ++r) {
-        CopyIfDistinct(call(r)->args.recv.data, call(root)->args.send.data,
+        CopyIfDistinct(call(r)->recv.data, call(root)->send.data,
                        block);
       }
       return;
     case CollectiveKind::kAllGather:
       for (size_t r = 0; r < n; ++r) {
         for (size_t i = 0; i < n; ++i) {
-          CopyIfDistinct(At(call(r)->args.recv.data, i * count, esize),
-                         call(i)->args.send.data, block);
+          CopyIfDistinct(At(call(r)->recv.data, i * count, esize),
+                         call(i)->send.data, block);
         }
       }
       return;
     case CollectiveKind::kGather:
       for (size_t i = 0; i < n; ++i) {
-        CopyIfDistinct(At(call(root)->args.recv.data, i * count, esize),
-                       call(i)->args.send.data, block);
+        CopyIfDistinct(At(call(root)->recv.data, i * count, esize),
+                       call(i)->send.data, block);
       }
       return;
     case CollectiveKind::kScatter:
       for (size_t r = 0; r < n; ++r) {
-        CopyIfDistinct(call(r)->args.recv.data,
-                       At(call(root)->args.send.data, r * count, esize), block);
+        CopyIfDistinct(call(r)->recv.data,
+                       At(call(root)->send.data, r * count, esize), block);
       }
       return;
     case CollectiveKind::kAllToAll:
       for (size_t r = 0; r < n; ++r) {
         for (size_t i = 0; i < n; ++i) {
-          std::memcpy(At(call(r)->args.recv.data, i * count, esize),
-                      At(call(i)->args.send.data, r * count, esize), block);
+          std::memcpy(At(call(r)->recv.data, i * count, esize),
+                      At(call(i)->send.data, r * count, esize), block);
         }
       }
       return;
@@ -134,17 +142,10 @@ void Combine(absl::Span<const void* const> calls) {
 
 absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,
                                     const CollectiveArgs& args, size_t count) {
-  auto call = std::make_shared<DirectCall>(DirectCall{args, count});
-  // The combine owns this rank's record, and the transport keeps it until
-  // the rendezvous is over, so the pointer stays valid for whichever rank
-  // runs the combine.
-  const DirectCall* mine = call.get();
-  return transport->Rendezvous(
-      CollectiveTag(args.sequence, 0), mine,
-      [call = std::move(call)](absl::Span<const void* const> calls) {
-        Combine(calls);
-      },
-      args.deadline);
+  const DirectCall call{args.kind, args.op,   args.root,
+                        args.send, args.recv, count};
+  return transport->Rendezvous(CollectiveTag(args.sequence, 0), &call,
+                               sizeof(call), &Combine, args.deadline);
 }
 
 }  // namespace relay

@@ -91,7 +91,8 @@ Communicator::Communicator(TransportFactory& factory,
       recorder_(options.flight_recorder_entries > 0
                     ? std::make_shared<FlightRecorder>(
                           options.flight_recorder_entries)
-                    : nullptr) {
+                    : nullptr),
+      telemetry_(CollectiveTelemetry::Create(recorder_, metrics_)) {
   signal_dump_handle_ = RegisterForSignalDump(recorder_, rank_, size_);
   if (size_ > 1 && options_.failure_poll_interval > absl::ZeroDuration()) {
     FailureMonitorOptions monitor_options;
@@ -242,32 +243,12 @@ absl::StatusOr<Request> Communicator::StartCollective(
     }
   }
 
-  const uint64_t token = recorder_ ? recorder_->Queued(args, size_, start) : 0;
-  const uint64_t bytes = PerRankCount(args, size_) *
-                         DataTypeSize(args.send.count > 0 ? args.send.dtype
-                                                          : args.recv.dtype);
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
   if (started.ok()) {
-    const std::shared_ptr<RequestState>& state = started->state();
-    if (state != nullptr && state->done()) {
-      // Done already (a small collective whose last rank is this one):
-      // recorded here, with no callback to allocate and run.
-      const absl::Time now = FastNow();
-      if (recorder_ != nullptr) recorder_->Done(token, state->status(), now);
-      metrics_->Record(args.kind, bytes, now - start, state->status().ok());
-      return started;
-    }
-    started_.Add(*started);
-    // One callback records both, when the operation completes.
-    started->OnDone([recorder = recorder_, metrics = metrics_, token, bytes,
-                     start, kind = args.kind](absl::Status s) {
-      const absl::Time now = FastNow();
-      if (recorder != nullptr) recorder->Done(token, s, now);
-      metrics->Record(kind, bytes, now - start, s.ok());
-    });
+    started_.Add(*started);  // Skips ones already done.
+    telemetry_->Track(args, size_, start, *started);
   } else {
-    if (recorder_ != nullptr) recorder_->Done(token, started.status());
-    metrics_->Record(args.kind, bytes, absl::ZeroDuration(), false);
+    telemetry_->Refused(args, size_, start, started.status());
   }
   return started;
 }

@@ -53,6 +53,7 @@
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
 #include "runtime/failure_monitor.h"
+#include "runtime/collective_telemetry.h"
 #include "runtime/fingerprint.h"
 #include "runtime/flight_recorder.h"
 #include "runtime/metrics.h"
@@ -279,6 +280,8 @@ class Communicator {
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_ =
       std::make_shared<CollectiveMetrics>();
+  // Records every collective in recorder_ and metrics_.
+  const std::shared_ptr<CollectiveTelemetry> telemetry_;
   std::mutex owned_mu_;
   std::vector<std::shared_ptr<void>> owned_;  // Guarded by owned_mu_.
   // RegisterForSignalDump's handle (runtime/flight_dump_signal.h); 0: none.

@@ -115,18 +115,24 @@ class Transport {
   }
 
   // For transports whose ranks share an address space: every rank of the
-  // group calls Rendezvous with the same tag and a pointer to its own
-  // operation record; the last rank to arrive runs its `combine` with every
-  // rank's pointer, in rank order, on its own thread, and then every rank's
-  // request completes. Algorithms for small messages use it to read and
-  // write their peers' buffers in place: one hand-off per operation instead
-  // of one per step. Each rank's `combine` (and what it owns) is kept until
-  // the rendezvous completes; all ranks must pass equivalent ones.
-  using CombineFn = absl::AnyInvocable<void(absl::Span<const void* const>)>;
-  virtual absl::StatusOr<Request> Rendezvous(Tag tag, const void* mine,
+  // group calls Rendezvous with the same tag, its operation record
+  // (`record_bytes` bytes, at most kMaxRendezvousRecord, copied by the
+  // transport: the caller need not keep it) and the same `combine`. The last
+  // rank to arrive runs `combine` on its own thread with every rank's
+  // record, in rank order, and then every rank's request completes.
+  // Algorithms for small messages use it to read and write their peers'
+  // buffers in place: one hand-off per operation instead of one per step.
+  // Records are plain bytes and `combine` a plain function, so a rendezvous
+  // allocates nothing and nothing one rank brought is freed by another
+  // rank's thread (which costs more than the rendezvous itself for small
+  // messages: the allocator's per-thread caches drain into a lock).
+  static constexpr size_t kMaxRendezvousRecord = 128;
+  using CombineFn = void (*)(absl::Span<const void* const> records);
+  virtual absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
+                                             size_t record_bytes,
                                              CombineFn combine,
                                              absl::Time deadline) {
-    (void)tag, (void)mine, (void)combine, (void)deadline;
+    (void)tag, (void)record, (void)record_bytes, (void)combine, (void)deadline;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-address-space rendezvous"));
   }

@@ -106,10 +106,10 @@ class LoopbackFabric {
     Deliver(src, dst, send, recv);
   }
 
-  // Transport::Rendezvous for `rank`. The last to arrive runs its combine
-  // with every rank's pointer; the work counts as a delivery for every rank,
+  // Transport::Rendezvous for `rank`. The last to arrive runs the combine
+  // with every rank's record; the work counts as a delivery for every rank,
   // so an Abort waits until it is over.
-  void Rendezvous(int rank, Tag tag, const void* mine,
+  void Rendezvous(int rank, Tag tag, const void* record, size_t record_bytes,
                   Transport::CombineFn combine,
                   std::shared_ptr<RequestState> request) {
     std::unique_ptr<Gathering> done;
@@ -138,9 +138,9 @@ class LoopbackFabric {
           (*open)->tag = tag;
         }
         Gathering& g = **open;
-        g.pointers[rank] = mine;
-        g.requests[rank] = std::move(request);
-        g.combines[rank] = std::move(combine);
+        Gathering::Arrival& a = g.arrivals[rank];
+        std::memcpy(a.record, record, record_bytes);
+        a.request = std::move(request);
         if (++g.arrived < size()) return;
         done = std::move(*open);
         *open = std::move(gatherings_.back());
@@ -155,17 +155,16 @@ class LoopbackFabric {
       return;
     }
     Gathering& g = *done;
-    g.combines[rank](absl::MakeConstSpan(g.pointers));
-    for (int r = 0; r < size(); ++r) {
-      g.requests[r]->MarkDone(absl::OkStatus(), &g.callbacks[r]);
+    combine(absl::MakeConstSpan(g.records));
+    for (Gathering::Arrival& a : g.arrivals) {
+      a.request->MarkDone(absl::OkStatus(), &a.callbacks);
     }
     for (int r = 0; r < size(); ++r) EndDelivery(r);
-    for (DoneCallbacks& cbs : g.callbacks) {
-      for (DoneCallback& cb : cbs) std::move(cb)(absl::OkStatus());
+    for (Gathering::Arrival& a : g.arrivals) {
+      for (DoneCallback& cb : a.callbacks) std::move(cb)(absl::OkStatus());
     }
     // Recycled: a rendezvous per small collective would otherwise allocate
-    // and free its records every time. What the ranks brought (their
-    // requests and combines own memory) is released first.
+    // and free its records every time.
     g.Clear();
     std::lock_guard<SpinLock> lock(rendezvous_mu_);
     if (spare_gatherings_.size() < kSpareGatherings) {
@@ -278,9 +277,9 @@ class LoopbackFabric {
     {
       std::lock_guard<SpinLock> lock(rendezvous_mu_);
       for (std::unique_ptr<Gathering>& g : gatherings_) {
-        for (size_t r = 0; r < g->requests.size(); ++r) {
-          if (g->requests[r] == nullptr) continue;
-          failed.emplace_back(std::move(g->requests[r]),
+        for (size_t r = 0; r < g->arrivals.size(); ++r) {
+          if (g->arrivals[r].request == nullptr) continue;
+          failed.emplace_back(std::move(g->arrivals[r].request),
                               static_cast<int>(r) == rank ? reason : peer_error);
         }
       }
@@ -354,20 +353,27 @@ class LoopbackFabric {
   };
   // One Rendezvous in progress: what each rank has brought so far.
   struct Gathering {
-    explicit Gathering(int size)
-        : pointers(size), requests(size), combines(size), callbacks(size) {}
+    // One rank's part, together so that the combining thread reads it in a
+    // cache line or two.
+    struct Arrival {
+      alignas(16) char record[Transport::kMaxRendezvousRecord];
+      std::shared_ptr<RequestState> request;
+      DoneCallbacks callbacks;  // Filled when it completes.
+    };
+    explicit Gathering(int size) : arrivals(size), records(size) {
+      for (int r = 0; r < size; ++r) records[r] = arrivals[r].record;
+    }
     void Clear() {
       arrived = 0;
-      for (auto& r : requests) r.reset();
-      for (auto& c : combines) c = nullptr;
-      for (auto& cbs : callbacks) cbs.clear();
+      for (Arrival& a : arrivals) {
+        a.request.reset();
+        a.callbacks.clear();
+      }
     }
     Tag tag = 0;
     int arrived = 0;
-    std::vector<const void*> pointers;
-    std::vector<std::shared_ptr<RequestState>> requests;
-    std::vector<Transport::CombineFn> combines;
-    std::vector<DoneCallbacks> callbacks;  // Filled when it completes.
+    std::vector<Arrival> arrivals;      // By rank.
+    std::vector<const void*> records;   // arrivals[r].record, by rank.
   };
   // Completed gatherings kept for reuse; a few cover ranks that run ahead.
   static constexpr size_t kSpareGatherings = 8;
@@ -584,17 +590,25 @@ absl::StatusOr<Request> LoopbackTransport::PostRecv(int peer, Tag tag,
 }
 
 absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
-                                                      const void* mine,
+                                                      const void* record,
+                                                      size_t record_bytes,
                                                       CombineFn combine,
                                                       absl::Time deadline) {
   if (!options_.shared_address_space) {
-    return Transport::Rendezvous(tag, mine, std::move(combine), deadline);
+    return Transport::Rendezvous(tag, record, record_bytes, combine, deadline);
   }
   if (combine == nullptr) {
     return absl::InvalidArgumentError("Rendezvous: null combine function");
   }
+  if (record_bytes > kMaxRendezvousRecord ||
+      (record == nullptr && record_bytes > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Rendezvous: a record of ", record_bytes, " bytes",
+        record == nullptr ? " at null" : "", " (at most ",
+        kMaxRendezvousRecord, " bytes, not null)"));
+  }
   auto request = std::make_shared<LoopbackRequest>(deadline, end_);
-  fabric_->Rendezvous(rank_, tag, mine, std::move(combine), request);
+  fabric_->Rendezvous(rank_, tag, record, record_bytes, combine, request);
   return Request(std::move(request));
 }
 

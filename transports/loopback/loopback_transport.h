@@ -75,8 +75,8 @@ class LoopbackTransport final : public Transport {
                                       Buffer dst, ReduceFn reduce,
                                       absl::Time deadline) override;
   bool Progress() override;
-  absl::StatusOr<Request> Rendezvous(Tag tag, const void* mine,
-                                     CombineFn combine,
+  absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
+                                     size_t record_bytes, CombineFn combine,
                                      absl::Time deadline) override;
   void Abort(absl::Status reason) override;
 

@@ -644,26 +644,40 @@ TEST(LoopbackTransportTest, AbortFailsHandedOffCopies) {
 namespace relay {
 namespace {
 
+// What the rendezvous tests pass as their records: a value, and where the
+// combine reports what it saw.
+struct Probe {
+  int value;
+  std::atomic<int>* combines;
+  std::vector<int>* seen;
+};
+
+void RecordProbes(absl::Span<const void* const> all) {
+  const auto* first = static_cast<const Probe*>(all[0]);
+  ++*first->combines;
+  for (const void* p : all) {
+    first->seen->push_back(static_cast<const Probe*>(p)->value);
+  }
+}
+
+void Noop(absl::Span<const void* const>) {}
+
 // Verifies that Rendezvous runs exactly one combine, with every rank's
-// pointer in rank order, and completes every rank's request after it.
+// record in rank order, and completes every rank's request after it.
 TEST(LoopbackTransportTest, RendezvousCombinesOnceInRankOrder) {
   LoopbackTransportFactory factory;
   std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 3);
   ASSERT_NE(t[2], nullptr);
-  int values[3] = {10, 20, 30};
   std::atomic<int> combines{0};
   std::vector<int> seen;
   std::vector<Request> requests(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
+      // On the stack: the transport copies the record.
+      const Probe mine{10 * (r + 1), &combines, &seen};
       absl::StatusOr<Request> req = t[r]->Rendezvous(
-          UserTag(5), &values[r],
-          [&](absl::Span<const void* const> all) {
-            ++combines;
-            for (const void* p : all) seen.push_back(*static_cast<const int*>(p));
-          },
-          Deadline());
+          UserTag(5), &mine, sizeof(mine), &RecordProbes, Deadline());
       ASSERT_TRUE(req.ok());
       requests[r] = *std::move(req);
     });
@@ -674,6 +688,29 @@ TEST(LoopbackTransportTest, RendezvousCombinesOnceInRankOrder) {
   EXPECT_EQ(seen, (std::vector<int>{10, 20, 30}));
 }
 
+// Verifies that a record larger than the transport copies, or a null
+// combine, is refused before the rank arrives.
+TEST(LoopbackTransportTest, RendezvousRefusesBadRecords) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 2);
+  ASSERT_NE(t[1], nullptr);
+  char big[Transport::kMaxRendezvousRecord + 1] = {};
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      t[0]->Rendezvous(UserTag(2), big, sizeof(big), &Noop, Deadline())
+          .status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      t[0]->Rendezvous(UserTag(2), nullptr, 8, &Noop, Deadline()).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      t[0]->Rendezvous(UserTag(2), big, 8, nullptr, Deadline()).status()));
+  // Nothing arrived: a proper pair still meets on that tag.
+  absl::StatusOr<Request> r0 = t[0]->Rendezvous(UserTag(2), big, 8, &Noop, Deadline());
+  absl::StatusOr<Request> r1 = t[1]->Rendezvous(UserTag(2), big, 8, &Noop, Deadline());
+  ASSERT_TRUE(r0.ok());
+  ASSERT_TRUE(r1.ok());
+  EXPECT_TRUE(r0->Wait(kWait).ok());
+  EXPECT_TRUE(r1->Wait(kWait).ok());
+}
+
 // Verifies that a rendezvous missing a rank that aborts fails on every rank
 // that arrived, and later arrivals fail at once.
 TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
@@ -681,13 +718,14 @@ TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
   std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 3);
   ASSERT_NE(t[2], nullptr);
   int value = 1;
-  auto noop = [](absl::Span<const void* const>) {};
-  absl::StatusOr<Request> r0 = t[0]->Rendezvous(UserTag(1), &value, noop, Deadline());
+  absl::StatusOr<Request> r0 =
+      t[0]->Rendezvous(UserTag(1), &value, sizeof(value), &Noop, Deadline());
   ASSERT_TRUE(r0.ok());
   EXPECT_FALSE(r0->Test());
   t[2]->Abort(absl::CancelledError("gone"));
   EXPECT_TRUE(absl::IsUnavailable(r0->Wait(kWait)));
-  absl::StatusOr<Request> r1 = t[1]->Rendezvous(UserTag(1), &value, noop, Deadline());
+  absl::StatusOr<Request> r1 =
+      t[1]->Rendezvous(UserTag(1), &value, sizeof(value), &Noop, Deadline());
   ASSERT_TRUE(r1.ok());
   EXPECT_TRUE(absl::IsUnavailable(r1->Wait(kWait)));
 }
