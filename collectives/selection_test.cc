@@ -78,8 +78,9 @@ TEST(SelectionTest, Implements) {
 }
 
 // Verifies that on 8 loopback-like ranks the cost model picks the direct
-// algorithm for an 8-byte all_reduce (one hand-off instead of three rounds;
-// recursive doubling without a shared address space) and a
+// algorithm for an 8-byte all_reduce on 8 and on 2 ranks (one hand-off
+// instead of three rounds or one step; recursive doubling without a shared
+// address space) and a
 // bandwidth-optimal algorithm (ring or Rabenseifner) for 64 MB.
 TEST(SelectionTest, ChooseAlgorithmBySize) {
   TransportCapabilities caps = LoopbackLike();
@@ -89,9 +90,10 @@ TEST(SelectionTest, ChooseAlgorithmBySize) {
   apart.shared_address_space = false;
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, apart),
             Algorithm::kRecursiveDoubling);
-  // On 2 ranks both take one hand-off; recursive doubling moves less.
+  // On 2 ranks both take one hand-off, but direct's has no step's
+  // bookkeeping.
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 2, caps),
-            Algorithm::kRecursiveDoubling);
+            Algorithm::kDirect);
   const Algorithm large =
       ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20, 8, caps);
   EXPECT_TRUE(IsBandwidthOptimal(large)) << AlgorithmName(large);
