@@ -3,15 +3,6 @@
 #include <utility>
 
 namespace relay {
-namespace {
-
-uint64_t BytesOf(const CollectiveArgs& args, int size) {
-  return PerRankCount(args, size) *
-         DataTypeSize(args.send.count > 0 ? args.send.dtype : args.recv.dtype);
-}
-
-}  // namespace
-
 // The completion callback of a tracked collective: small enough for a
 // callback's inline storage. Releases its slot when run or dropped.
 class CollectiveTelemetry::SlotCallback {
@@ -26,8 +17,7 @@ class CollectiveTelemetry::SlotCallback {
   }
 
   void operator()(const absl::Status& status) {
-    const Slot& slot = owner_->slots_[index_];
-    owner_->Finish(slot.token, slot.bytes, slot.start, slot.kind, status);
+    owner_->Finish(owner_->slots_[index_].ticket, status);
     Release();
   }
 
@@ -52,25 +42,32 @@ std::shared_ptr<CollectiveTelemetry> CollectiveTelemetry::Create(
       new CollectiveTelemetry(std::move(recorder), std::move(metrics)));
 }
 
-void CollectiveTelemetry::Finish(uint64_t token, uint64_t bytes,
-                                 absl::Time start, CollectiveKind kind,
+void CollectiveTelemetry::Finish(const Ticket& ticket,
                                  const absl::Status& status) {
   const absl::Time now = FastNow();
-  if (recorder_ != nullptr) recorder_->Done(token, status, now);
-  metrics_->Record(kind, bytes, now - start, status.ok());
+  if (recorder_ != nullptr) recorder_->Done(ticket.token, status, now);
+  metrics_->Record(ticket.kind, ticket.bytes, now - ticket.start, status.ok());
 }
 
-void CollectiveTelemetry::Track(const CollectiveArgs& args, int size,
-                                absl::Time start, const Request& request) {
-  const uint64_t token =
-      recorder_ != nullptr ? recorder_->Queued(args, size, start) : 0;
-  const uint64_t bytes = BytesOf(args, size);
+CollectiveTelemetry::Ticket CollectiveTelemetry::Queue(
+    const CollectiveArgs& args, int size, absl::Time start) {
+  Ticket t;
+  t.token = recorder_ != nullptr ? recorder_->Queued(args, size, start) : 0;
+  t.bytes = PerRankCount(args, size) *
+            DataTypeSize(args.send.count > 0 ? args.send.dtype
+                                             : args.recv.dtype);
+  t.start = start;
+  t.kind = args.kind;
+  return t;
+}
+
+void CollectiveTelemetry::Started(const Ticket& ticket,
+                                  const Request& request) {
   const std::shared_ptr<RequestState>& state = request.state();
   if (state == nullptr || state->done()) {
     // Done already (a small collective whose last rank is this one):
     // recorded here, with no callback at all.
-    Finish(token, bytes, start, args.kind,
-           state == nullptr ? absl::OkStatus() : state->status());
+    Finish(ticket, state == nullptr ? absl::OkStatus() : state->status());
     return;
   }
   // Slots are tried in turn; one still busy (a long collective) is skipped.
@@ -83,31 +80,23 @@ void CollectiveTelemetry::Track(const CollectiveArgs& args, int size,
       continue;
     }
     slot.keep_alive = shared_from_this();
-    slot.token = token;
-    slot.bytes = bytes;
-    slot.start = start;
-    slot.kind = args.kind;
+    slot.ticket = ticket;
     // Registering the callback publishes the slot's fields to the thread
     // that runs it (the request's lock orders them).
-    request.state()->OnDone(SlotCallback(this, index));
+    state->OnDone(SlotCallback(this, index));
     return;
   }
   // Every slot tried is busy: many collectives in flight. An allocated
   // callback then, as a general one would be.
-  request.state()->OnDone(
-      [self = shared_from_this(), token, bytes, start,
-       kind = args.kind](const absl::Status& status) {
-        self->Finish(token, bytes, start, kind, status);
-      });
+  state->OnDone([self = shared_from_this(), ticket](const absl::Status& s) {
+    self->Finish(ticket, s);
+  });
 }
 
-void CollectiveTelemetry::Refused(const CollectiveArgs& args, int size,
-                                  absl::Time start, const absl::Status& why) {
-  const uint64_t token =
-      recorder_ != nullptr ? recorder_->Queued(args, size, start) : 0;
-  if (recorder_ != nullptr) recorder_->Done(token, why, start);
-  metrics_->Record(args.kind, BytesOf(args, size), absl::ZeroDuration(),
-                   false);
+void CollectiveTelemetry::Refused(const Ticket& ticket,
+                                  const absl::Status& why) {
+  if (recorder_ != nullptr) recorder_->Done(ticket.token, why, ticket.start);
+  metrics_->Record(ticket.kind, ticket.bytes, absl::ZeroDuration(), false);
 }
 
 }  // namespace relay

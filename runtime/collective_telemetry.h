@@ -13,7 +13,7 @@
 // one collective in six (2 loopback ranks, 8 B all_reduce). Here the figures
 // go into a slot of a ring owned by the telemetry, and the callback holds
 // only a pointer and a slot number. A slot is reused once its callback has
-// run (or been dropped); when every slot is busy, Track falls back to an
+// run (or been dropped); when every slot is busy, Started falls back to an
 // allocated callback.
 //
 // Lifetime and ownership. Created by Create() and shared: callbacks in
@@ -23,7 +23,9 @@
 // Example:
 //   std::shared_ptr<CollectiveTelemetry> t =
 //       CollectiveTelemetry::Create(recorder, metrics);
-//   t->Track(args, size, start, request);  // records queued, and done later
+//   CollectiveTelemetry::Ticket ticket = t->Queue(args, size, FastNow());
+//   absl::StatusOr<Request> r = Start(args);
+//   if (r.ok()) t->Started(ticket, *r); else t->Refused(ticket, r.status());
 #ifndef RELAY_RUNTIME_COLLECTIVE_TELEMETRY_H_
 #define RELAY_RUNTIME_COLLECTIVE_TELEMETRY_H_
 
@@ -49,13 +51,22 @@ class CollectiveTelemetry
       std::shared_ptr<FlightRecorder> recorder,
       std::shared_ptr<CollectiveMetrics> metrics);
 
-  // A collective that started at `start`: records it as queued, and its
-  // completion (now if `request` is done, else when it completes).
-  void Track(const CollectiveArgs& args, int size, absl::Time start,
-             const Request& request);
-  // A collective refused after its sequence number was taken.
-  void Refused(const CollectiveArgs& args, int size, absl::Time start,
-               const absl::Status& why);
+  // One collective, from Queue to its outcome.
+  struct Ticket {
+    uint64_t token = 0;  // Its flight record entry.
+    uint64_t bytes = 0;  // Per rank.
+    absl::Time start;
+    CollectiveKind kind = CollectiveKind::kBarrier;
+  };
+  // Records a collective about to be started (queued) at `start`, before
+  // anything is sent: a dump taken while it starts, or hangs starting,
+  // shows it.
+  Ticket Queue(const CollectiveArgs& args, int size, absl::Time start);
+  // The collective started as `request`: records its outcome now if it is
+  // done, else when it completes.
+  void Started(const Ticket& ticket, const Request& request);
+  // The collective failed to start.
+  void Refused(const Ticket& ticket, const absl::Status& why);
 
  private:
   struct Slot {
@@ -63,10 +74,7 @@ class CollectiveTelemetry
     // Set while busy: the telemetry keeps itself alive until the slot's
     // callback has run or been dropped, whatever happens to its owner.
     std::shared_ptr<CollectiveTelemetry> keep_alive;
-    uint64_t token = 0;
-    uint64_t bytes = 0;
-    absl::Time start;
-    CollectiveKind kind = CollectiveKind::kBarrier;
+    Ticket ticket;
   };
   class SlotCallback;
   static constexpr size_t kSlots = 64;
@@ -74,8 +82,7 @@ class CollectiveTelemetry
   CollectiveTelemetry(std::shared_ptr<FlightRecorder> recorder,
                       std::shared_ptr<CollectiveMetrics> metrics)
       : recorder_(std::move(recorder)), metrics_(std::move(metrics)) {}
-  void Finish(uint64_t token, uint64_t bytes, absl::Time start,
-              CollectiveKind kind, const absl::Status& status);
+  void Finish(const Ticket& ticket, const absl::Status& status);
 
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_;

@@ -27,12 +27,13 @@ struct Fixture {
       CollectiveTelemetry::Create(recorder, metrics);
 };
 
-// Verifies that a collective done by the time it is tracked is recorded at
+// Verifies that a collective done by the time it started is recorded at
 // once: completed in the flight record, counted with its bytes.
 TEST(CollectiveTelemetryTest, RecordsADoneCollectiveAtOnce) {
   Fixture f;
-  f.telemetry->Track(Args(CollectiveKind::kAllReduce, 0, 25), 2, FastNow(),
-                     Request::Completed());
+  f.telemetry->Started(
+      f.telemetry->Queue(Args(CollectiveKind::kAllReduce, 0, 25), 2, FastNow()),
+      Request::Completed());
   const std::vector<FlightRecorder::Entry> e = f.recorder->Snapshot();
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].state, FlightRecorder::State::kCompleted);
@@ -51,8 +52,10 @@ TEST(CollectiveTelemetryTest, RecordsCompletionsOfManyInFlight) {
   std::vector<std::shared_ptr<RequestState>> states;
   for (int i = 0; i < kInFlight; ++i) {
     states.push_back(std::make_shared<RequestState>());
-    f.telemetry->Track(Args(CollectiveKind::kBroadcast, i, i + 1), 2,
-                       FastNow(), Request(states.back()));
+    f.telemetry->Started(
+        f.telemetry->Queue(Args(CollectiveKind::kBroadcast, i, i + 1), 2,
+                           FastNow()),
+        Request(states.back()));
   }
   for (const FlightRecorder::Entry& e : f.recorder->Snapshot()) {
     EXPECT_EQ(e.state, FlightRecorder::State::kQueued);
@@ -91,8 +94,10 @@ TEST(CollectiveTelemetryTest, SlotsComeBackWhenCallbacksRunOrAreDropped) {
     std::vector<std::shared_ptr<RequestState>> states;
     for (int i = 0; i < 100; ++i) {
       states.push_back(std::make_shared<RequestState>());
-      f.telemetry->Track(Args(CollectiveKind::kBarrier, round * 100 + i, 0), 2,
-                         FastNow(), Request(states.back()));
+      f.telemetry->Started(
+          f.telemetry->Queue(Args(CollectiveKind::kBarrier, round * 100 + i, 0),
+                             2, FastNow()),
+          Request(states.back()));
     }
     for (int i = 0; i < 100; i += 2) {
       states[i]->Complete(absl::OkStatus());
@@ -109,8 +114,9 @@ TEST(CollectiveTelemetryTest, SlotsComeBackWhenCallbacksRunOrAreDropped) {
 TEST(CollectiveTelemetryTest, OutlivesItsOwnerWhileCallbacksPend) {
   Fixture f;
   auto state = std::make_shared<RequestState>();
-  f.telemetry->Track(Args(CollectiveKind::kAllGather, 0, 1), 2, FastNow(),
-                     Request(state));
+  f.telemetry->Started(
+      f.telemetry->Queue(Args(CollectiveKind::kAllGather, 0, 1), 2, FastNow()),
+      Request(state));
   std::weak_ptr<CollectiveTelemetry> weak = f.telemetry;
   f.telemetry.reset();
   EXPECT_FALSE(weak.expired());
@@ -123,8 +129,10 @@ TEST(CollectiveTelemetryTest, OutlivesItsOwnerWhileCallbacksPend) {
 // moved counted as an error.
 TEST(CollectiveTelemetryTest, RecordsRefusals) {
   Fixture f;
-  f.telemetry->Refused(Args(CollectiveKind::kReduce, 3, 4), 2, FastNow(),
-                       absl::InternalError("native call failed"));
+  const CollectiveTelemetry::Ticket t =
+      f.telemetry->Queue(Args(CollectiveKind::kReduce, 3, 4), 2, FastNow());
+  EXPECT_EQ(f.recorder->Snapshot()[0].state, FlightRecorder::State::kQueued);
+  f.telemetry->Refused(t, absl::InternalError("native call failed"));
   const std::vector<FlightRecorder::Entry> e = f.recorder->Snapshot();
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].state, FlightRecorder::State::kFailed);

@@ -243,12 +243,14 @@ absl::StatusOr<Request> Communicator::StartCollective(
     }
   }
 
+  const CollectiveTelemetry::Ticket ticket =
+      telemetry_->Queue(args, size_, start);
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.
-    telemetry_->Track(args, size_, start, *started);
+    telemetry_->Started(ticket, *started);
   } else {
-    telemetry_->Refused(args, size_, start, started.status());
+    telemetry_->Refused(ticket, started.status());
   }
   return started;
 }
