@@ -400,11 +400,13 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
     return done.status();
   }
   absl::Status queued;
+  absl::Status aborted;  // The abort's reason, once aborted.
   {
     std::lock_guard<std::timed_mutex> lock(c.enqueue_mu);
     if (c.aborted.load(std::memory_order_acquire)) {
-      queued = absl::FailedPreconditionError(absl::StrCat(
-          "nccl: the communicator was aborted: ", c.AbortReason().message()));
+      // Transport::Abort's contract: a later post completes at once with
+      // the abort's reason (a peer's loss stays a loss), not a misuse error.
+      aborted = c.AbortReason();
     } else {
       // Ordered after the caller's stream by an event, the legacy default
       // stream included: the transport's stream is non-blocking, so work
@@ -430,6 +432,10 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
     }
   }
   c.events.Put(ready);
+  if (!aborted.ok()) {
+    c.events.Put(*done);
+    return Request::Completed(std::move(aborted));
+  }
   if (!queued.ok()) {
     c.events.Put(*done);
     return queued;

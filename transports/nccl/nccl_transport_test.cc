@@ -88,6 +88,30 @@ TEST(NcclConformanceTest, OneGpu) {
   RunConformance(1);
 }
 
+// Transport::Abort's contract: a post after Abort is not refused; it
+// completes at once with the abort's reason (so a collective still running
+// when a peer's loss aborted the transport fails with that loss).
+TEST(NcclTransportTest, PostAfterAbortCompletesWithTheReason) {
+  if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
+  TransportConfig config;
+  config.store = std::make_shared<InMemoryStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> t = Factory().Connect(config);
+  ASSERT_TRUE(t.ok()) << t.status();
+  absl::StatusOr<DeviceBytes> dev = DeviceBytes::Allocate(64);
+  ASSERT_TRUE(dev.ok()) << dev.status();
+  float* d = reinterpret_cast<float*>(dev->data());
+  (*t)->Abort(absl::UnavailableError("rank 7 left the group"));
+  const PeerOp ops[2] = {
+      {PeerOp::Kind::kSend, 0, 1, Buffer::Of(d, 8, Device::Cuda(0))},
+      {PeerOp::Kind::kRecv, 0, 1, Buffer::Of(d + 8, 8, Device::Cuda(0))}};
+  absl::StatusOr<Request> r =
+      (*t)->PostBatch(ops, nullptr, absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const absl::Status s = r->Wait(absl::Seconds(5));
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_NE(s.message().find("rank 7"), absl::string_view::npos) << s;
+}
+
 // Bad input is InvalidArgument before anything is queued.
 TEST(NcclTransportTest, RejectsMemoryItCannotMove) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# File: bench/ab_latency.sh
+#
+# Compares two or more builds of bench/collectives on one collective and
+# size, in alternating rounds, and prints each build's median time. For
+# before/after figures on a noisy machine: the 2-core build VMs swing 2-4x
+# between minutes (host contention), so single runs of two builds taken
+# minutes apart compare the host, not the code.
+#
+# Usage: bench/ab_latency.sh [--ranks N] [--rounds R] [--bytes B] [--iters I]
+#                            [--collective C] [--algorithm A] BIN BIN...
+#   --ranks N       loopback ranks (default 2)
+#   --rounds R      alternating rounds (default 5); each round runs every
+#                   BIN once and yields its out-of-place and in-place times
+#   --bytes B       message size, as bench/collectives takes it (default 8)
+#   --iters I       timed calls per run (default 20000)
+#   --collective C  default all_reduce
+#   --algorithm A   default: each build's own choice
+#
+# Example (the build before a change against the current one):
+#   git stash; bazel build //bench:collectives; cp bazel-bin/bench/collectives /tmp/before
+#   git stash pop; bazel build //bench:collectives
+#   bench/ab_latency.sh --ranks 2 /tmp/before bazel-bin/bench/collectives
+set -euo pipefail
+
+ranks=2 rounds=5 bytes=8 iters=20000 collective=all_reduce algorithm=""
+usage() { sed -n '/^# Usage:/,/^# Example/p' "$0" | sed 's/^# \{0,1\}//; $d'; }
+bins=()
+while (($#)); do
+  case "$1" in
+    --ranks) ranks="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    --bytes) bytes="$2"; shift 2 ;;
+    --iters) iters="$2"; shift 2 ;;
+    --collective) collective="$2"; shift 2 ;;
+    --algorithm) algorithm="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "ab_latency.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
+    *) bins+=("$1"); shift ;;
+  esac
+done
+if ((${#bins[@]} < 1)); then usage >&2; exit 2; fi
+for b in "${bins[@]}"; do
+  [[ -x "$b" ]] || { echo "ab_latency.sh: $b is not an executable" >&2; exit 2; }
+done
+
+declare -A times
+for ((r = 1; r <= rounds; r++)); do
+  for b in "${bins[@]}"; do
+    out="$("$b" --collective "$collective" --ranks "$ranks" -b "$bytes" \
+      -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
+      ${algorithm:+--algorithm "$algorithm"})" || {
+      echo "ab_latency.sh: $b failed" >&2; exit 1; }
+    # Data rows: time is column 6 (out of place) and 10 (in place).
+    times[$b]+="$(awk '/^ +[0-9]+ /{print $6; print $10}' <<<"$out") "
+  done
+  echo "round $r/$rounds done" >&2
+done
+echo "# $collective, $bytes B, $ranks ranks, $rounds rounds x $iters calls${algorithm:+, algorithm $algorithm}"
+for b in "${bins[@]}"; do
+  printf '%s: median %s us (all: %s)\n' "$b" \
+    "$(tr ' ' '\n' <<<"${times[$b]}" | grep . | sort -g |
+       awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')" "${times[$b]}"
+done
