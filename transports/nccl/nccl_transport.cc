@@ -27,7 +27,10 @@ constexpr char kUniqueIdKey[] = "nccl/unique_id";
 // How often the watchdog looks at pending requests. It completes requests
 // nobody waits on (so OnDone callbacks run), and its period bounds how late
 // a timeout is noticed.
-constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1);
+constexpr std::chrono::microseconds kWatchdogPeriod = std::chrono::milliseconds(1);
+// Its shortest sleep between looks while requests are pending (see
+// WatchdogLoop).
+constexpr std::chrono::microseconds kWatchdogMinPause(50);
 // How long Abort waits for a thread inside an NCCL enqueue call before
 // aborting under it (that call may be blocked on a peer that is gone, and
 // ncclCommAbort is what unblocks it).
@@ -237,13 +240,26 @@ void Core::Abort(absl::Status why) {
 }
 
 void Core::WatchdogLoop() {
+  // How long to sleep between looks while requests are pending: short
+  // right after one completed (work is flowing, and a request nobody waits
+  // on completes soon after its GPU work), doubling up to the period while
+  // none does. Never zero: a watchdog that looked again at once spun on
+  // cudaEventQuery while anything was queued, and its driver calls slowed
+  // the thread enqueueing the next operation.
+  auto pause = kWatchdogMinPause;
   while (true) {
     std::shared_ptr<NcclRequest> expired;
     {
       std::unique_lock<std::mutex> lock(watch_mu);
-      watch_cv.wait_for(lock, kWatchdogPeriod,
-                        [&] { return stopping || !pending.empty(); });
+      if (pending.empty()) {
+        watch_cv.wait_for(lock, kWatchdogPeriod,
+                          [&] { return stopping || !pending.empty(); });
+        pause = kWatchdogMinPause;
+      } else {
+        watch_cv.wait_for(lock, pause, [&] { return stopping; });
+      }
       if (stopping) return;
+      const size_t pending_before = pending.size();
       // Everything runs on one stream, so requests finish in the order they
       // were queued: only the oldest needs a look (cudaEventQuery costs
       // ~1.4 us of host time and contends with the threads enqueueing).
@@ -257,6 +273,10 @@ void Core::WatchdogLoop() {
         }
         if (!pending.empty() && pending.front() == oldest) pending.pop_front();
       }
+      pause = pending.size() < pending_before
+                  ? kWatchdogMinPause
+                  : std::min<std::chrono::microseconds>(2 * pause,
+                                                        kWatchdogPeriod);
       const absl::Time now = FastNow();
       for (const std::shared_ptr<NcclRequest>& r : pending) {
         if (!r->done() && now > r->deadline()) {
@@ -419,11 +439,23 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       cudaStream_t caller = user_stream == nullptr
                                 ? cudaStreamLegacy
                                 : static_cast<cudaStream_t>(user_stream);
-      queued = CudaStatus(cudaEventRecord(ready, caller),
-                          "cudaEventRecord (caller's stream)");
-      if (queued.ok()) {
-        queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
-                            "cudaStreamWaitEvent");
+      // Nothing left to run on the caller's stream (a loop of collectives
+      // with no kernels between them): already ordered, and the query costs
+      // less host time than the event and the wait. Anything else (work
+      // pending, a stream being captured into a graph, where a query would
+      // break the capture) takes the event.
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
+      const bool idle =
+          cudaStreamIsCapturing(caller, &capture) == cudaSuccess &&
+          capture == cudaStreamCaptureStatusNone &&
+          cudaStreamQuery(caller) == cudaSuccess;
+      if (!idle) {
+        queued = CudaStatus(cudaEventRecord(ready, caller),
+                            "cudaEventRecord (caller's stream)");
+        if (queued.ok()) {
+          queued = CudaStatus(cudaStreamWaitEvent(c.stream, ready, 0),
+                              "cudaStreamWaitEvent");
+        }
       }
       if (queued.ok()) queued = enqueue();
       if (queued.ok()) {
