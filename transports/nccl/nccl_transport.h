@@ -18,7 +18,8 @@
 //     NCCL itself).
 //   * Stream order: an operation waits, on the GPU, for the work queued on
 //     the caller's stream (CollectiveOptions::stream) before it runs on the
-//     transport's own stream (an event recorded there, waited on here); its
+//     transport's own stream (an event recorded there, waited on here, or
+//     nothing when that stream has no work left: a query is cheaper); its
 //     request completes when the GPU work has finished. A null stream means
 //     the legacy default stream. The transport's stream is non-blocking, so
 //     ordering runs one way only: later work on the caller's stream does
@@ -27,7 +28,8 @@
 //     Request::StreamWait(s) makes stream s wait instead, and the host never
 //     blocks.
 //   * A watchdog thread per communicator: it completes requests (so OnDone
-//     callbacks run without a waiter), polls ncclCommGetAsyncError, and when
+//     callbacks run without a waiter, 50 us to 1 ms after the GPU finished;
+//     a waiter sees it at once), polls ncclCommGetAsyncError, and when
 //     an operation outlives its timeout it aborts the NCCL communicator
 //     (ncclCommAbort) and fails every pending request with DeadlineExceeded,
 //     so a peer that stops participating is an error, not a hang.
