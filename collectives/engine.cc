@@ -160,8 +160,9 @@ Algorithm ScheduleEngine::Resolve(const CollectiveArgs& args, int size,
   }
   const DataType t = DataTypeOfCall(args);
   const size_t count = static_cast<size_t>(PerRankCount(args, size));
-  return ChooseAlgorithm(args.kind, ModelBytes(args.kind, count, t, size),
-                         size, caps);
+  return ChooseAlgorithmCached(args.kind,
+                               ModelBytes(args.kind, count, t, size), size,
+                               caps);
 }
 
 Schedule BuildSchedule(CollectiveKind kind, Algorithm algorithm,

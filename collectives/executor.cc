@@ -290,11 +290,20 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
     // Other lanes may still have messages posted that point into the
     // caller's buffers: let the communicator retire them first.
     if (!status.ok() && ctx_.on_failure) (*ctx_.on_failure)(status);
+    // The run lets go of the transport before its request completes, while
+    // the caller (who waits for that request, or at least holds the
+    // communicator until then) still holds it too. Held until the run
+    // itself died, the last reference could go on the thread that ran the
+    // final completion: a transport's progress thread, whose transport then
+    // tried to join it from itself (std::system_error "Resource deadlock
+    // avoided", seen in ucx_conformance_test over TCP). Nothing runs the
+    // transport after Finish: Advance returns at once.
+    ctx_.transport.reset();
     request_->Complete(std::move(status));
   }
 
   const Schedule schedule_;
-  const ExecutionContext ctx_;
+  ExecutionContext ctx_;  // Its transport is released by Finish.
   const size_t element_size_;
   const ReduceKernel reduce_;
   const bool fused_;

@@ -12,35 +12,34 @@
 
 namespace relay {
 
-const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind) {
-  // Looked up on every call: static vectors, no hashing.
+absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind) {
   // kDirect runs every collective, on transports with a shared address
   // space only (ChooseAlgorithm and the communicator check that).
-  static const auto* all_reduce = new std::vector<Algorithm>{
+  static constexpr Algorithm kAllReduce[] = {
       Algorithm::kRing, Algorithm::kRecursiveDoubling,
       Algorithm::kRabenseifner, Algorithm::kDirect};
-  static const auto* ring =
-      new std::vector<Algorithm>{Algorithm::kRing, Algorithm::kDirect};
-  static const auto* tree = new std::vector<Algorithm>{
-      Algorithm::kBinomialTree, Algorithm::kDirect};
-  static const auto* tree_or_linear = new std::vector<Algorithm>{
+  static constexpr Algorithm kRingOnly[] = {Algorithm::kRing,
+                                            Algorithm::kDirect};
+  static constexpr Algorithm kTree[] = {Algorithm::kBinomialTree,
+                                        Algorithm::kDirect};
+  static constexpr Algorithm kTreeOrLinear[] = {
       Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kDirect};
-  static const auto* pairwise = new std::vector<Algorithm>{
-      Algorithm::kPairwise, Algorithm::kDirect};
-  static const auto* dissemination = new std::vector<Algorithm>{
-      Algorithm::kDissemination, Algorithm::kDirect};
+  static constexpr Algorithm kPairwise[] = {Algorithm::kPairwise,
+                                            Algorithm::kDirect};
+  static constexpr Algorithm kDissemination[] = {Algorithm::kDissemination,
+                                                 Algorithm::kDirect};
   switch (kind) {
-    case CollectiveKind::kAllReduce: return *all_reduce;
+    case CollectiveKind::kAllReduce: return kAllReduce;
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: return *ring;
+    case CollectiveKind::kReduceScatter: return kRingOnly;
     case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce: return *tree;
+    case CollectiveKind::kReduce: return kTree;
     case CollectiveKind::kGather:
-    case CollectiveKind::kScatter: return *tree_or_linear;
-    case CollectiveKind::kAllToAll: return *pairwise;
-    case CollectiveKind::kBarrier: return *dissemination;
+    case CollectiveKind::kScatter: return kTreeOrLinear;
+    case CollectiveKind::kAllToAll: return kPairwise;
+    case CollectiveKind::kBarrier: return kDissemination;
   }
-  return *dissemination;
+  return kDissemination;
 }
 
 bool IsScheduled(Algorithm algorithm) {
@@ -49,7 +48,7 @@ bool IsScheduled(Algorithm algorithm) {
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
-  const std::vector<Algorithm>& all = AlgorithmsFor(kind);
+  const absl::Span<const Algorithm> all = AlgorithmsFor(kind);
   return std::find(all.begin(), all.end(), algorithm) != all.end();
 }
 
@@ -126,6 +125,31 @@ Algorithm ChooseAlgorithm(CollectiveKind kind, size_t bytes, int size,
     if (cost < best_cost) best = a, best_cost = cost;
   }
   return best;
+}
+
+Algorithm ChooseAlgorithmCached(CollectiveKind kind, size_t bytes, int size,
+                                const TransportCapabilities& caps) {
+  // The inputs the model reads, per kind; a hit needs them all equal.
+  struct Memo {
+    bool valid = false;
+    size_t bytes = 0;
+    int size = 0;
+    double latency_us = 0, bandwidth_gbps = 0;
+    bool shared_address_space = false;
+    Algorithm chosen = Algorithm::kAuto;
+  };
+  constexpr int kKinds = static_cast<int>(CollectiveKind::kBarrier) + 1;
+  thread_local Memo memo[kKinds];
+  Memo& m = memo[static_cast<int>(kind)];
+  if (m.valid && m.bytes == bytes && m.size == size &&
+      m.latency_us == caps.latency_us &&
+      m.bandwidth_gbps == caps.bandwidth_gbps &&
+      m.shared_address_space == caps.shared_address_space) {
+    return m.chosen;
+  }
+  m = {true, bytes, size, caps.latency_us, caps.bandwidth_gbps,
+       caps.shared_address_space, ChooseAlgorithm(kind, bytes, size, caps)};
+  return m.chosen;
 }
 
 absl::StatusOr<AlgorithmOverrides> ParseAlgorithmOverrides(

@@ -26,13 +26,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "runtime/collective.h"
 #include "runtime/transport.h"
 
 namespace relay {
 
-// relay's own algorithms for `kind`.
-const std::vector<Algorithm>& AlgorithmsFor(CollectiveKind kind);
+// relay's own algorithms for `kind` (static storage; no allocation, no
+// guard: it is looked up several times per collective).
+absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind);
 bool Implements(Algorithm algorithm, CollectiveKind kind);
 // Whether the algorithm runs as a Schedule (everything but kDirect).
 bool IsScheduled(Algorithm algorithm);
@@ -42,6 +44,12 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
                       int size, const TransportCapabilities& caps);
 Algorithm ChooseAlgorithm(CollectiveKind kind, size_t bytes, int size,
                           const TransportCapabilities& caps);
+// ChooseAlgorithm, remembering the last answer per kind on this thread: a
+// loop of one collective asks the same question every call, and the model
+// costs several hundred instructions (a third of a small collective's own
+// work on loopback).
+Algorithm ChooseAlgorithmCached(CollectiveKind kind, size_t bytes, int size,
+                                const TransportCapabilities& caps);
 
 using AlgorithmOverrides = absl::flat_hash_map<CollectiveKind, Algorithm>;
 // Parses the RELAY_ALGORITHM syntax; InvalidArgument names the bad part.

@@ -33,7 +33,7 @@ bool IsBandwidthOptimal(Algorithm a) {
 // duplicates and never the pseudo-algorithms auto or native.
 TEST(SelectionTest, EveryKindHasAnAlgorithm) {
   for (CollectiveKind kind : AllCollectiveKinds()) {
-    const std::vector<Algorithm>& all = AlgorithmsFor(kind);
+    const absl::Span<const Algorithm> all = AlgorithmsFor(kind);
     EXPECT_FALSE(all.empty()) << CollectiveName(kind);
     for (size_t i = 0; i < all.size(); ++i) {
       EXPECT_NE(all[i], Algorithm::kAuto) << CollectiveName(kind);
@@ -114,6 +114,32 @@ TEST(SelectionTest, ChooseAlgorithmIsCheapestImplementation) {
           EXPECT_LE(cost, EstimateMicros(a, kind, bytes, size, caps))
               << CollectiveName(kind) << " " << AlgorithmName(a)
               << " size=" << size << " bytes=" << bytes;
+        }
+      }
+    }
+  }
+}
+
+// Verifies that the cached chooser answers as ChooseAlgorithm does when
+// any input changes between calls (size, bytes, rank count, the
+// transport's figures), not just on repeats.
+TEST(SelectionTest, CachedChoiceFollowsEveryInput) {
+  TransportCapabilities caps = LoopbackLike();
+  TransportCapabilities apart = caps;
+  apart.shared_address_space = false;
+  TransportCapabilities slow = caps;
+  slow.latency_us = 100;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (CollectiveKind kind : AllCollectiveKinds()) {
+      for (const TransportCapabilities& c : {caps, apart, slow, caps}) {
+        for (int size : {2, 8, 2}) {
+          for (size_t bytes : {size_t{8}, size_t{8}, size_t{64} << 20}) {
+            EXPECT_EQ(ChooseAlgorithmCached(kind, bytes, size, c),
+                      ChooseAlgorithm(kind, bytes, size, c))
+                << CollectiveName(kind) << " size=" << size
+                << " bytes=" << bytes << " latency=" << c.latency_us
+                << " shared=" << c.shared_address_space;
+          }
         }
       }
     }

@@ -237,6 +237,11 @@ class StreamRun final : public RequestState,
     if (finishing_.exchange(true, std::memory_order_acq_rel)) return;
     absl::Status status = FirstError();
     if (!status.ok() && ctx_.on_failure) (*ctx_.on_failure)(status);
+    // Released before the request completes, while the caller still holds
+    // the transport: the last reference must not go on a transport's own
+    // thread (NCCL's watchdog runs completions), which would join itself
+    // (see ScheduleRun::Finish). Posting is over: nothing reads it again.
+    ctx_.transport.reset();
     Complete(std::move(status));
   }
 
@@ -255,7 +260,7 @@ class StreamRun final : public RequestState,
     return error_;
   }
 
-  const ExecutionContext ctx_;
+  ExecutionContext ctx_;  // Its transport is released by MaybeFinish.
   void* const stream_;
   const std::shared_ptr<StreamOps> ops_;
   const size_t element_size_;

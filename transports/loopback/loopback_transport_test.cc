@@ -16,6 +16,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "collectives/engine.h"
+#include "runtime/collective.h"
 #include "runtime/buffer.h"
 #include "runtime/request.h"
 #include "runtime/store.h"
@@ -732,3 +734,52 @@ TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
 
 }  // namespace
 }  // namespace relay
+
+namespace relay {
+namespace {
+
+// Verifies that a scheduled collective lets go of its transport before its
+// request completes: once Wait returns, the caller's reference is the only
+// one. Held until the run itself died, the last reference could go on the
+// thread that ran the final completion (another rank's here; a transport's
+// own progress thread over UCX, where the destructor then joined itself).
+TEST(LoopbackTransportTest, ScheduledCollectiveReleasesTheTransportFirst) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> connected = ConnectAll(factory, 2);
+  ASSERT_NE(connected[1], nullptr);
+  std::vector<std::shared_ptr<Transport>> t;
+  for (auto& c : connected) t.push_back(std::move(c));
+  const ScheduleEngine engine;
+  for (Algorithm algorithm :
+       {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+    for (int round = 0; round < 50; ++round) {
+      std::vector<std::vector<float>> data(2, std::vector<float>(1000));
+      std::vector<std::thread> ranks;
+      std::vector<long> holders(2, -1);
+      for (int r = 0; r < 2; ++r) {
+        ranks.emplace_back([&, r] {
+          for (size_t i = 0; i < data[r].size(); ++i) data[r][i] = r + i;
+          CollectiveArgs args;
+          args.kind = CollectiveKind::kAllReduce;
+          args.send = ConstBuffer::Of(data[r].data(), data[r].size());
+          args.recv = Buffer::Of(data[r].data(), data[r].size());
+          args.algorithm = algorithm;
+          args.sequence = round;
+          args.deadline = Deadline();
+          absl::StatusOr<Request> req = engine.Start(t[r], args);
+          ASSERT_TRUE(req.ok()) << req.status();
+          ASSERT_TRUE(req->Wait(kWait).ok());
+          holders[r] = t[r].use_count();
+        });
+      }
+      for (std::thread& th : ranks) th.join();
+      EXPECT_EQ(holders, (std::vector<long>{1, 1}))
+          << AlgorithmName(algorithm) << " round " << round;
+      EXPECT_EQ(data[0][7], 1 + 2 * 7);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace relay
+
