@@ -52,7 +52,7 @@ for ((r = 1; r <= rounds; r++)); do
       ${algorithm:+--algorithm "$algorithm"})" || {
       echo "ab_latency.sh: $b failed" >&2; exit 1; }
     # Data rows: time is column 6 (out of place) and 10 (in place).
-    times[$b]+="$(awk '/^ +[0-9]+ /{print $6; print $10}' <<<"$out") "
+    times[$b]+="$(awk '/^ +[0-9]+ /{printf "%s %s ", $6, $10}' <<<"$out")"
   done
   echo "round $r/$rounds done" >&2
 done
