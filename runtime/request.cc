@@ -12,7 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <climits>
+#include <cstdint>
 #include <ctime>
 #endif
 

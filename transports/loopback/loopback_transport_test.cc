@@ -732,12 +732,6 @@ TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
   EXPECT_TRUE(absl::IsUnavailable(r1->Wait(kWait)));
 }
 
-}  // namespace
-}  // namespace relay
-
-namespace relay {
-namespace {
-
 // Verifies that a scheduled collective lets go of its transport before its
 // request completes: once Wait returns, the caller's reference is the only
 // one. Held until the run itself died, the last reference could go on the
