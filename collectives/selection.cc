@@ -54,6 +54,9 @@ bool Implements(Algorithm algorithm, CollectiveKind kind) {
 
 double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
                       int size, const TransportCapabilities& caps) {
+  // Reads caps.latency_us, bandwidth_gbps and shared_address_space only:
+  // ChooseAlgorithmCached keys its memo on exactly these, so a model that
+  // reads another field must add it there.
   const double n = size, S = static_cast<double>(bytes);
   const double alpha = caps.latency_us;
   const double beta = 1e-3 / std::max(caps.bandwidth_gbps, 1e-9);
