@@ -102,22 +102,31 @@ Communicator::Communicator(TransportFactory& factory,
     // naming it, and nothing is published (the news is not this rank's).
     monitor_ = std::make_shared<FailureMonitor>(
         store_, rank_, size_, monitor_options,
-        [record = abort_, transport = transport_, recorder = recorder_,
-         rank = rank_, size = size_](absl::Status why) {
+        [record = abort_, weak_transport = std::weak_ptr<Transport>(transport_),
+         recorder = recorder_, rank = rank_, size = size_](absl::Status why) {
           if (record->Set(why)) {
-            transport->Abort(why);
+            if (auto transport = weak_transport.lock()) transport->Abort(why);
             WriteFlightRecordToDirectory(recorder.get(), rank, size,
                                          why.ToString());
           }
         });
   }
   on_failure_ = std::make_shared<const FailureHook>(
-      [record = abort_, transport = transport_, recorder = recorder_,
-       monitor = std::weak_ptr<FailureMonitor>(monitor_), rank = rank_,
-       size = size_](const absl::Status& why) {
+      // The transport by weak reference: the hook travels with every
+      // collective in flight (CollectiveArgs::on_failure), and a strong one
+      // let a run that outlived its communicator drop the transport's last
+      // reference on whatever thread ran its final completion (UCX's
+      // progress thread, which the transport's destructor then tried to
+      // join: "Resource deadlock avoided"). Gone means the communicator is
+      // gone, and its destructor aborted the transport already.
+      [record = abort_, weak_transport = std::weak_ptr<Transport>(transport_),
+       recorder = recorder_, monitor = std::weak_ptr<FailureMonitor>(monitor_),
+       rank = rank_, size = size_](const absl::Status& why) {
         if (record->Set(why)) {
-          transport->Abort(absl::CancelledError(
-              absl::StrCat("communicator failed: ", why.message())));
+          if (auto transport = weak_transport.lock()) {
+            transport->Abort(absl::CancelledError(
+                absl::StrCat("communicator failed: ", why.message())));
+          }
           if (auto m = monitor.lock()) m->Publish(why);
           WriteFlightRecordToDirectory(recorder.get(), rank, size, why.ToString());
         }
