@@ -70,6 +70,7 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
     Finish(ticket, state == nullptr ? absl::OkStatus() : state->status());
     return;
   }
+  if (recorder_ != nullptr) recorder_->Track(ticket.token, state);
   // Slots are tried in turn; one still busy (a long collective) is skipped.
   for (int tries = 0; tries < 4; ++tries) {
     const size_t index =

@@ -45,7 +45,7 @@ absl::string_view FlightStateName(FlightRecorder::State state) {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : ring_(std::max<size_t>(capacity, 1)) {}
+    : ring_(std::max<size_t>(capacity, 1)), requests_(ring_.size()) {}
 
 uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
                                 absl::Time now) {
@@ -65,6 +65,7 @@ uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
   e.message.clear();
   e.queued = now;
   e.finished = absl::InfinitePast();
+  requests_[token % ring_.size()].reset();
   return token;
 }
 
@@ -78,14 +79,42 @@ void FlightRecorder::Done(uint64_t token, const absl::Status& status,
   // Queued left the message empty; OK needs no string work.
   if (!status.ok()) e.message = std::string(status.message().substr(0, 200));
   e.finished = now;
+  requests_[token % ring_.size()].reset();
+}
+
+void FlightRecorder::Track(uint64_t token,
+                           const std::shared_ptr<RequestState>& request) {
+  std::lock_guard<SpinLock> lock(mu_);
+  if (token + ring_.size() < next_) return;  // Slot reused since.
+  // Done already ran: nothing to ask later, and no reference to keep.
+  if (ring_[token % ring_.size()].state != State::kQueued) return;
+  requests_[token % ring_.size()] = request;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
-  std::lock_guard<SpinLock> lock(mu_);
+  const absl::Time now = FastNow();
   std::vector<Entry> out;
+  // Released after the lock: the last reference to a request may be one of
+  // these, and its destructor runs whatever callbacks it still holds.
+  std::vector<std::shared_ptr<RequestState>> asked;
+  std::lock_guard<SpinLock> lock(mu_);
   const uint64_t held = std::min<uint64_t>(next_, ring_.size());
   out.reserve(held);
-  for (uint64_t t = next_ - held; t < next_; ++t) out.push_back(ring_[t % ring_.size()]);
+  for (uint64_t t = next_ - held; t < next_; ++t) {
+    out.push_back(ring_[t % ring_.size()]);
+    Entry& e = out.back();
+    if (e.state != State::kQueued) continue;
+    std::shared_ptr<RequestState> request = requests_[t % ring_.size()].lock();
+    if (request == nullptr) continue;
+    if (request->done()) {  // Its callback has not recorded it yet.
+      const absl::Status& status = request->status();
+      e.state = status.ok() ? State::kCompleted : State::kFailed;
+      e.code = status.code();
+      e.message = std::string(status.message().substr(0, 200));
+      e.finished = now;
+    }
+    asked.push_back(std::move(request));
+  }
   return out;
 }
 

@@ -23,6 +23,7 @@
 #define RELAY_RUNTIME_FLIGHT_RECORDER_H_
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -69,6 +70,14 @@ class FlightRecorder {
   void Done(uint64_t token, const absl::Status& status) {
     Done(token, status, FastNow());
   }
+  // The collective of `token` runs as `request`, still pending when its
+  // caller looked. Done() is called by a completion callback, and callbacks
+  // run after the request is published as done: a rank whose Wait returned
+  // can take a snapshot before the completing thread has recorded the
+  // outcome. Snapshot() therefore asks a tracked request directly; such an
+  // entry's `finished` is the snapshot's time, an upper bound, until Done()
+  // writes the real one. Holds a weak reference, dropped by Done().
+  void Track(uint64_t token, const std::shared_ptr<RequestState>& request);
 
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;
@@ -85,6 +94,8 @@ class FlightRecorder {
   // that completes it: a spin lock (runtime/spin_lock.h).
   mutable SpinLock mu_;
   std::vector<Entry> ring_;  // Guarded by mu_.
+  // Guarded by mu_: the request of each still queued entry, if tracked.
+  std::vector<std::weak_ptr<RequestState>> requests_;
   uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
 };
 
