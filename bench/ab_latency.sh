@@ -16,6 +16,8 @@
 #   --iters I       timed calls per run (default 20000)
 #   --collective C  default all_reduce
 #   --algorithm A   default: each build's own choice
+#   BIN may be PATH@ALGORITHM: that build, forced to that algorithm (so one
+#   build's algorithms can be compared: BIN@ring BIN@direct)
 #
 # Example (the build before a change against the current one):
 #   git stash; bazel build //bench:collectives; cp bazel-bin/bench/collectives /tmp/before
@@ -41,15 +43,17 @@ while (($#)); do
 done
 if ((${#bins[@]} < 1)); then usage >&2; exit 2; fi
 for b in "${bins[@]}"; do
-  [[ -x "$b" ]] || { echo "ab_latency.sh: $b is not an executable" >&2; exit 2; }
+  [[ -x "${b%@*}" ]] || { echo "ab_latency.sh: ${b%@*} is not an executable" >&2; exit 2; }
 done
 
 declare -A times
 for ((r = 1; r <= rounds; r++)); do
   for b in "${bins[@]}"; do
-    out="$("$b" --collective "$collective" --ranks "$ranks" -b "$bytes" \
+    bin="${b%@*}" alg="$algorithm"
+    [[ "$b" == *@* ]] && alg="${b##*@}"
+    out="$("$bin" --collective "$collective" --ranks "$ranks" -b "$bytes" \
       -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
-      ${algorithm:+--algorithm "$algorithm"})" || {
+      ${alg:+--algorithm "$alg"})" || {
       echo "ab_latency.sh: $b failed" >&2; exit 1; }
     # Data rows: time is column 6 (out of place) and 10 (in place).
     times[$b]+="$(awk '/^ +[0-9]+ /{printf "%s %s ", $6, $10}' <<<"$out")"

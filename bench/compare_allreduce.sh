@@ -12,6 +12,7 @@
 #   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce.sh /tmp/quick
 #   MAX_BYTES=1K ITERS=2000 WARMUP=200 bench/compare_allreduce.sh /tmp/small
 #       # small messages only, timed over enough calls to reach steady state
+#   MIN_BYTES=1M bench/compare_allreduce.sh /tmp/large   # 1 MB to 64 MB
 #
 # The machines are noisy: relay and Open MPI run alternately, ROUNDS times
 # (default 3), and the table takes each side's median per size.
@@ -21,10 +22,11 @@ cd "$(dirname "$0")/.."
 out="${1:-bench/results/$(date +%Y-%m-%d)-allreduce-vs-mpi}"
 nps="${NP:-2 4}"
 iters="${ITERS:-20}"
+min_bytes="${MIN_BYTES:-8}"
 max_bytes="${MAX_BYTES:-64M}"
 warmup="${WARMUP:-5}"
 rounds="${ROUNDS:-3}"
-sweep=(-b 8 -e "$max_bytes" -f 2 -n "$iters" -w "$warmup")
+sweep=(-b "$min_bytes" -e "$max_bytes" -f 2 -n "$iters" -w "$warmup")
 mkdir -p "$out"
 
 bazel build //bench:collectives //bench/peers:mpi_collectives >&2
@@ -39,7 +41,7 @@ trap 'rm -f "$relay_bin"' EXIT
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- command: bench/compare_allreduce.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds MAX_BYTES=$max_bytes)"
+  echo "- command: bench/compare_allreduce.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds MIN_BYTES=$min_bytes MAX_BYTES=$max_bytes)"
   echo "- relay: bench/collectives --collective all_reduce ${sweep[*]}"
   echo "- Open MPI: bench/peers/run_mpi_allreduce.sh --best ${sweep[*]} (algorithm 0 = default rules)"
   echo

@@ -1,5 +1,6 @@
 #include "collectives/direct.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -59,7 +60,8 @@ void ReduceBlock(absl::Span<const void* const> calls, size_t offset,
 
 // Runs on the last rank to arrive, with every rank's DirectCall. Every
 // input is read before any output it may alias is written.
-void Combine(absl::Span<const void* const> calls) {
+void Combine(absl::Span<const void* const> calls, size_t /*part*/,
+             size_t /*parts*/) {
   const size_t n = calls.size();
   auto call = [&](size_t r) { return static_cast<const DirectCall*>(calls[r]); };
   const DirectCall& a0 = *call(0);
@@ -138,14 +140,74 @@ void Combine(absl::Span<const void* const> calls) {
   }
 }
 
+// A large all_reduce or reduce, split into parts that run on several
+// ranks' threads (Transport::Rendezvous): part p reduces its own slice of
+// the elements, reading that slice of every rank's input once and writing
+// it to every output, so the memory traffic is n S each way for the whole
+// group however many threads share it (the ring moves about 2.5 n S). Each
+// slice goes through an L1-sized accumulator in blocks: all of a block's
+// inputs are read before any output is written, so in place is safe.
+// (Streaming stores for the outputs, tried on a 2-core EPYC VM, were
+// slower: 64 MB on 2 ranks took 10.7 ms against 7.6 with memcpy.)
+void CombinePart(absl::Span<const void* const> calls, size_t part,
+                 size_t parts) {
+  const auto* first = static_cast<const DirectCall*>(calls[0]);
+  const size_t esize = DataTypeSize(first->send.dtype);
+  // Slices start on cache lines, so two parts never write one line.
+  const size_t line = std::max<size_t>(1, 64 / esize);
+  const size_t slice =
+      (first->count + parts * line - 1) / (parts * line) * line;
+  const size_t begin = std::min(first->count, part * slice);
+  const size_t end = std::min(first->count, begin + slice);
+  constexpr size_t kBlockBytes = 16 << 10;
+  alignas(64) char acc[kBlockBytes];
+  const size_t block = kBlockBytes / esize;
+  const DataType t = first->send.dtype;
+  const ReduceKernel reduce = GetReduceFn(t, first->op);
+  for (size_t off = begin; off < end; off += block) {
+    const size_t m = std::min(block, end - off);
+    std::memcpy(acc, At(first->send.data, off, esize), m * esize);
+    for (size_t r = 1; r < calls.size(); ++r) {
+      const auto* c = static_cast<const DirectCall*>(calls[r]);
+      reduce(acc, At(c->send.data, off, esize), acc, m);
+    }
+    if (first->op == ReduceOp::kAvg) {
+      DivideInPlace(t, acc, m, static_cast<int>(calls.size()));
+    }
+    for (size_t r = 0; r < calls.size(); ++r) {
+      if (first->kind == CollectiveKind::kReduce &&
+          static_cast<int>(r) != first->root) {
+        continue;
+      }
+      const auto* c = static_cast<const DirectCall*>(calls[r]);
+      std::memcpy(At(c->recv.data, off, esize), acc, m * esize);
+    }
+  }
+}
+
 }  // namespace
+
+size_t DirectParts(CollectiveKind kind, size_t bytes, int size) {
+  if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kReduce) {
+    return 1;
+  }
+  if (bytes < kDirectSplitBytes) return 1;
+  // A few parts per rank, so a thread that finishes early takes another.
+  return std::clamp<size_t>(bytes / kDirectPartBytes, 2,
+                            4 * static_cast<size_t>(std::max(size, 1)));
+}
 
 absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,
                                     const CollectiveArgs& args, size_t count) {
   const DirectCall call{args.kind, args.op,   args.root,
                         args.send, args.recv, count};
+  const size_t parts =
+      DirectParts(args.kind, count * DataTypeSize(args.send.dtype),
+                  transport->size());
   return transport->Rendezvous(CollectiveTag(args.sequence, 0), &call,
-                               sizeof(call), &Combine, args.deadline);
+                               sizeof(call),
+                               parts > 1 ? &CombinePart : &Combine, parts,
+                               args.deadline);
 }
 
 }  // namespace relay

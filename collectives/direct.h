@@ -4,10 +4,11 @@
 // (Transport::Rendezvous): every rank publishes its call, and the last rank
 // to arrive reads every input and writes every output in place, then all
 // requests complete. One hand-off per collective instead of one per step,
-// so it wins for small messages; the work runs on one thread, so it loses
-// for large ones. Reductions run in rank order, so every rank gets the same
-// bits. Cost for n ranks and S bytes per rank: one rendezvous plus about
-// 2 n S beta of serial memory traffic (all_reduce).
+// so it wins for small messages. A large all_reduce or reduce (at least
+// kDirectSplitBytes per rank) is split into parts by element range, which
+// the ranks' threads share: each element of every input is read once and
+// each output written once, less memory traffic than the ring's steps.
+// Reductions run in rank order, so every rank gets the same bits.
 //
 // Example:
 //   absl::StatusOr<Request> r = StartDirect(transport, args);
@@ -23,6 +24,14 @@
 #include "runtime/transport.h"
 
 namespace relay {
+
+// Per rank; below it one thread does the whole collective.
+inline constexpr size_t kDirectSplitBytes = 16 << 10;
+// The smallest part a split collective is cut into.
+inline constexpr size_t kDirectPartBytes = 8 << 10;
+
+// How many parts StartDirect splits a collective into (1: not split).
+size_t DirectParts(CollectiveKind kind, size_t bytes, int size);
 
 // Runs `args` (validated; any kind) with the direct algorithm; `count` is
 // the per-rank count of runtime/collective.h's conventions. Unimplemented

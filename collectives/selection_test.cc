@@ -77,11 +77,13 @@ TEST(SelectionTest, Implements) {
   }
 }
 
-// Verifies that on 8 loopback-like ranks the cost model picks the direct
+// Verifies that on loopback-like ranks the cost model picks the direct
 // algorithm for an 8-byte all_reduce on 8 and on 2 ranks (one hand-off
 // instead of three rounds or one step; recursive doubling without a shared
-// address space) and a
-// bandwidth-optimal algorithm (ring or Rabenseifner) for 64 MB.
+// address space), and for 64 MB too on 2, 4 and 8 ranks, split over the
+// ranks' threads (less memory traffic than the ring's steps), while ranks
+// that share no address space take a bandwidth-optimal algorithm (ring or
+// Rabenseifner).
 TEST(SelectionTest, ChooseAlgorithmBySize) {
   TransportCapabilities caps = LoopbackLike();
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, caps),
@@ -94,8 +96,14 @@ TEST(SelectionTest, ChooseAlgorithmBySize) {
   // bookkeeping.
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 2, caps),
             Algorithm::kDirect);
+  for (int size : {2, 4, 8}) {
+    EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20,
+                              size, caps),
+              Algorithm::kDirect)
+        << size;
+  }
   const Algorithm large =
-      ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20, 8, caps);
+      ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20, 8, apart);
   EXPECT_TRUE(IsBandwidthOptimal(large)) << AlgorithmName(large);
 }
 

@@ -117,22 +117,32 @@ class Transport {
   // For transports whose ranks share an address space: every rank of the
   // group calls Rendezvous with the same tag, its operation record
   // (`record_bytes` bytes, at most kMaxRendezvousRecord, copied by the
-  // transport: the caller need not keep it) and the same `combine`. The last
-  // rank to arrive runs `combine` on its own thread with every rank's
-  // record, in rank order, and then every rank's request completes.
-  // Algorithms for small messages use it to read and write their peers'
+  // transport: the caller need not keep it), the same `combine` and the
+  // same `parts`. Once every rank has arrived, `combine` runs once for each
+  // part p in [0, parts), with every rank's record in rank order; then
+  // every rank's request completes. With one part the last rank to arrive
+  // runs it on its own thread. With more, the parts are spread over the
+  // ranks' threads: the last to arrive takes them one after another, and a
+  // rank waiting on its request (Wait, Test) takes the next one left, so
+  // work too large for one thread runs on several. Parts must touch
+  // disjoint memory. Algorithms use it to read and write their peers'
   // buffers in place: one hand-off per operation instead of one per step.
   // Records are plain bytes and `combine` a plain function, so a rendezvous
   // allocates nothing and nothing one rank brought is freed by another
   // rank's thread (which costs more than the rendezvous itself for small
   // messages: the allocator's per-thread caches drain into a lock).
+  // InvalidArgument for a record too large or null, a null `combine`, or
+  // `parts` outside [1, kMaxRendezvousParts].
   static constexpr size_t kMaxRendezvousRecord = 128;
-  using CombineFn = void (*)(absl::Span<const void* const> records);
+  static constexpr size_t kMaxRendezvousParts = 4096;
+  using CombineFn = void (*)(absl::Span<const void* const> records,
+                             size_t part, size_t parts);
   virtual absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
                                              size_t record_bytes,
-                                             CombineFn combine,
+                                             CombineFn combine, size_t parts,
                                              absl::Time deadline) {
-    (void)tag, (void)record, (void)record_bytes, (void)combine, (void)deadline;
+    (void)tag, (void)record, (void)record_bytes, (void)combine, (void)parts,
+        (void)deadline;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-address-space rendezvous"));
   }

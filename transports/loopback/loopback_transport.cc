@@ -48,6 +48,8 @@ int64_t NowNs() {
 // rank, holding the sends that arrived before their receive and the receives
 // posted before their send, both in FIFO order per (source, tag).
 class LoopbackFabric {
+  struct Gathering;  // One Rendezvous in progress (below).
+
  public:
   struct PendingSend {
     ConstBuffer data;
@@ -106,13 +108,15 @@ class LoopbackFabric {
     Deliver(src, dst, send, recv);
   }
 
-  // Transport::Rendezvous for `rank`. The last to arrive runs the combine
-  // with every rank's record; the work counts as a delivery for every rank,
-  // so an Abort waits until it is over.
+  // Transport::Rendezvous for `rank`. Once every rank has arrived the
+  // gathering is worked: its parts run (RunParts) on the last arrival's
+  // thread and on those of waiting ranks (Progress), and whoever finishes
+  // the last part completes every request. The work counts as a delivery
+  // for every rank, so an Abort waits until it is over.
   void Rendezvous(int rank, Tag tag, const void* record, size_t record_bytes,
-                  Transport::CombineFn combine,
+                  Transport::CombineFn combine, size_t parts,
                   std::shared_ptr<RequestState> request) {
-    std::unique_ptr<Gathering> done;
+    Gathering* arrived_last = nullptr;
     absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
       // One critical section for the check and the arrival, so an Abort's
@@ -126,7 +130,7 @@ class LoopbackFabric {
         // collectives ahead), so a scan beats a hash map.
         auto open = std::find_if(
             gatherings_.begin(), gatherings_.end(),
-            [tag](const std::unique_ptr<Gathering>& g) { return g->tag == tag; });
+            [&](const std::unique_ptr<Gathering>& g) { return g->tag == tag; });
         if (open == gatherings_.end()) {
           if (spare_gatherings_.empty()) {
             gatherings_.push_back(std::make_unique<Gathering>(size()));
@@ -142,9 +146,15 @@ class LoopbackFabric {
         std::memcpy(a.record, record, record_bytes);
         a.request = std::move(request);
         if (++g.arrived < size()) return;
-        done = std::move(*open);
+        g.combine = combine;
+        g.parts = parts;
+        g.next_part = 0;
+        g.parts_done.store(0, std::memory_order_relaxed);
+        arrived_last = open->get();
+        working_.push_back(std::move(*open));
         *open = std::move(gatherings_.back());
         gatherings_.pop_back();
+        working_count_.fetch_add(1, std::memory_order_release);
         for (int r = 0; r < size(); ++r) {
           lost_[r]->deliveries.fetch_add(1, std::memory_order_relaxed);
         }
@@ -154,18 +164,62 @@ class LoopbackFabric {
       request->Complete(std::move(lost));
       return;
     }
-    Gathering& g = *done;
-    combine(absl::MakeConstSpan(g.records));
-    for (Gathering::Arrival& a : g.arrivals) {
+    // The last arrival runs parts until none is left, so the rendezvous
+    // completes even if no other rank ever waits.
+    while (RunPart(arrived_last)) {
+    }
+  }
+
+  // Runs one unclaimed part of `only` (or, when null, of any worked
+  // gathering); false if there was none. Claims go through working_ under
+  // the lock: a gathering whose parts are all claimed may be finished and
+  // recycled by another thread at any moment.
+  bool RunPart(Gathering* only) {
+    Gathering* g = nullptr;
+    size_t part = 0;
+    {
+      std::lock_guard<SpinLock> lock(rendezvous_mu_);
+      for (const std::unique_ptr<Gathering>& w : working_) {
+        if ((only == nullptr || w.get() == only) && w->next_part < w->parts) {
+          g = w.get();
+          part = g->next_part++;
+          break;
+        }
+      }
+    }
+    if (g == nullptr) return false;
+    // Alive until parts_done reaches parts, which needs this part.
+    g->combine(absl::MakeConstSpan(g->records), part, g->parts);
+    if (g->parts_done.fetch_add(1, std::memory_order_acq_rel) + 1 == g->parts) {
+      Finish(g);
+    }
+    return true;
+  }
+
+  // Completes every rank's request of `g`, whose parts have all run, and
+  // recycles it.
+  void Finish(Gathering* g) {
+    std::unique_ptr<Gathering> done;
+    {
+      std::lock_guard<SpinLock> lock(rendezvous_mu_);
+      auto it = std::find_if(
+          working_.begin(), working_.end(),
+          [&](const std::unique_ptr<Gathering>& w) { return w.get() == g; });
+      done = std::move(*it);
+      *it = std::move(working_.back());
+      working_.pop_back();
+      working_count_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    for (Gathering::Arrival& a : done->arrivals) {
       a.request->MarkDone(absl::OkStatus(), &a.callbacks);
     }
     for (int r = 0; r < size(); ++r) EndDelivery(r);
-    for (Gathering::Arrival& a : g.arrivals) {
+    for (Gathering::Arrival& a : done->arrivals) {
       for (DoneCallback& cb : a.callbacks) std::move(cb)(absl::OkStatus());
     }
     // Recycled: a rendezvous per small collective would otherwise allocate
     // and free its records every time.
-    g.Clear();
+    done->Clear();
     std::lock_guard<SpinLock> lock(rendezvous_mu_);
     if (spare_gatherings_.size() < kSpareGatherings) {
       spare_gatherings_.push_back(std::move(done));
@@ -190,6 +244,10 @@ class LoopbackFabric {
     }
     if (lost_[rank]->handoffs_out.load(std::memory_order_relaxed) > 0) {
       worked |= ReclaimStaleHandoffs(rank);
+    }
+    // A rendezvous split into parts: a waiting rank takes one.
+    if (working_count_.load(std::memory_order_acquire) > 0) {
+      worked |= RunPart(nullptr);
     }
     return worked;
   }
@@ -372,6 +430,12 @@ class LoopbackFabric {
     }
     Tag tag = 0;
     int arrived = 0;
+    // Set when the last rank arrives; next_part is guarded by the fabric's
+    // rendezvous_mu_.
+    Transport::CombineFn combine = nullptr;
+    size_t parts = 1;
+    size_t next_part = 0;
+    std::atomic<size_t> parts_done{0};
     std::vector<Arrival> arrivals;      // By rank.
     std::vector<const void*> records;   // arrivals[r].record, by rank.
   };
@@ -484,6 +548,11 @@ class LoopbackFabric {
   SpinLock rendezvous_mu_;
   // Guarded by rendezvous_mu_: open gatherings, in no order.
   std::vector<std::unique_ptr<Gathering>> gatherings_;
+  // Guarded by rendezvous_mu_: gatherings every rank has reached, whose
+  // parts are running; working_count_ is its size, for Progress to check
+  // without the lock.
+  std::vector<std::unique_ptr<Gathering>> working_;
+  std::atomic<int> working_count_{0};
   std::vector<std::unique_ptr<Gathering>> spare_gatherings_;
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
@@ -595,12 +664,19 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
                                                       const void* record,
                                                       size_t record_bytes,
                                                       CombineFn combine,
+                                                      size_t parts,
                                                       absl::Time deadline) {
   if (!options_.shared_address_space) {
-    return Transport::Rendezvous(tag, record, record_bytes, combine, deadline);
+    return Transport::Rendezvous(tag, record, record_bytes, combine, parts,
+                                 deadline);
   }
   if (combine == nullptr) {
     return absl::InvalidArgumentError("Rendezvous: null combine function");
+  }
+  if (parts < 1 || parts > kMaxRendezvousParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Rendezvous: ", parts, " parts (1 to ",
+                     kMaxRendezvousParts, ")"));
   }
   if (record_bytes > kMaxRendezvousRecord ||
       (record == nullptr && record_bytes > 0)) {
@@ -610,7 +686,8 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
         kMaxRendezvousRecord, " bytes, not null)"));
   }
   auto request = std::make_shared<LoopbackRequest>(deadline, end_);
-  fabric_->Rendezvous(rank_, tag, record, record_bytes, combine, request);
+  fabric_->Rendezvous(rank_, tag, record, record_bytes, combine, parts,
+                      request);
   return Request(std::move(request));
 }
 

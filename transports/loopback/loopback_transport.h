@@ -77,6 +77,7 @@ class LoopbackTransport final : public Transport {
   bool Progress() override;
   absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
                                      size_t record_bytes, CombineFn combine,
+                                     size_t parts,
                                      absl::Time deadline) override;
   void Abort(absl::Status reason) override;
 

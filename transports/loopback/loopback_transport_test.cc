@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -654,7 +657,7 @@ struct Probe {
   std::vector<int>* seen;
 };
 
-void RecordProbes(absl::Span<const void* const> all) {
+void RecordProbes(absl::Span<const void* const> all, size_t, size_t) {
   const auto* first = static_cast<const Probe*>(all[0]);
   ++*first->combines;
   for (const void* p : all) {
@@ -662,7 +665,7 @@ void RecordProbes(absl::Span<const void* const> all) {
   }
 }
 
-void Noop(absl::Span<const void* const>) {}
+void Noop(absl::Span<const void* const>, size_t, size_t) {}
 
 // Verifies that Rendezvous runs exactly one combine, with every rank's
 // record in rank order, and completes every rank's request after it.
@@ -679,7 +682,7 @@ TEST(LoopbackTransportTest, RendezvousCombinesOnceInRankOrder) {
       // On the stack: the transport copies the record.
       const Probe mine{10 * (r + 1), &combines, &seen};
       absl::StatusOr<Request> req = t[r]->Rendezvous(
-          UserTag(5), &mine, sizeof(mine), &RecordProbes, Deadline());
+          UserTag(5), &mine, sizeof(mine), &RecordProbes, 1, Deadline());
       ASSERT_TRUE(req.ok());
       requests[r] = *std::move(req);
     });
@@ -698,19 +701,84 @@ TEST(LoopbackTransportTest, RendezvousRefusesBadRecords) {
   ASSERT_NE(t[1], nullptr);
   char big[Transport::kMaxRendezvousRecord + 1] = {};
   EXPECT_TRUE(absl::IsInvalidArgument(
-      t[0]->Rendezvous(UserTag(2), big, sizeof(big), &Noop, Deadline())
+      t[0]->Rendezvous(UserTag(2), big, sizeof(big), &Noop, 1, Deadline())
           .status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      t[0]->Rendezvous(UserTag(2), nullptr, 8, &Noop, Deadline()).status()));
+      t[0]->Rendezvous(UserTag(2), nullptr, 8, &Noop, 1, Deadline()).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      t[0]->Rendezvous(UserTag(2), big, 8, nullptr, Deadline()).status()));
+      t[0]->Rendezvous(UserTag(2), big, 8, nullptr, 1, Deadline()).status()));
   // Nothing arrived: a proper pair still meets on that tag.
-  absl::StatusOr<Request> r0 = t[0]->Rendezvous(UserTag(2), big, 8, &Noop, Deadline());
-  absl::StatusOr<Request> r1 = t[1]->Rendezvous(UserTag(2), big, 8, &Noop, Deadline());
+  absl::StatusOr<Request> r0 = t[0]->Rendezvous(UserTag(2), big, 8, &Noop, 1, Deadline());
+  absl::StatusOr<Request> r1 = t[1]->Rendezvous(UserTag(2), big, 8, &Noop, 1, Deadline());
   ASSERT_TRUE(r0.ok());
   ASSERT_TRUE(r1.ok());
   EXPECT_TRUE(r0->Wait(kWait).ok());
   EXPECT_TRUE(r1->Wait(kWait).ok());
+}
+
+// What the split rendezvous test passes: where each part counts its runs
+// and notes its thread.
+struct PartProbe {
+  std::atomic<int>* runs;  // One counter per part.
+  std::mutex* mu;
+  std::set<std::thread::id>* threads;
+  int rank;
+};
+
+void RecordPart(absl::Span<const void* const> all, size_t part, size_t) {
+  for (size_t r = 0; r < all.size(); ++r) {  // Records in rank order.
+    EXPECT_EQ(static_cast<const PartProbe*>(all[r])->rank, static_cast<int>(r));
+  }
+  const auto* first = static_cast<const PartProbe*>(all[0]);
+  first->runs[part].fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(*first->mu);
+    first->threads->insert(std::this_thread::get_id());
+  }
+  // Long enough that ranks waiting on their requests take parts too.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Verifies that a rendezvous split into parts runs each part exactly once,
+// on more than one rank's thread, and completes every request after all.
+TEST(LoopbackTransportTest, RendezvousRunsEveryPartOnceOnSeveralThreads) {
+  constexpr size_t kParts = 48;
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 3);
+  ASSERT_NE(t[2], nullptr);
+  std::atomic<int> runs[kParts] = {};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  std::vector<absl::Status> results(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      const PartProbe mine{runs, &mu, &threads, r};
+      absl::StatusOr<Request> req = t[r]->Rendezvous(
+          UserTag(6), &mine, sizeof(mine), &RecordPart, kParts, Deadline());
+      results[r] = req.ok() ? req->Wait(kWait) : req.status();
+      // Done means every part has run.
+      for (size_t p = 0; p < kParts; ++p) EXPECT_EQ(runs[p].load(), 1) << p;
+    });
+  }
+  for (std::thread& th : ranks) th.join();
+  for (const absl::Status& s : results) EXPECT_TRUE(s.ok()) << s;
+  EXPECT_GE(threads.size(), 2u);
+}
+
+// Verifies that a part count outside [1, kMaxRendezvousParts] is refused.
+TEST(LoopbackTransportTest, RendezvousRefusesBadPartCounts) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 2);
+  ASSERT_NE(t[1], nullptr);
+  int value = 0;
+  for (size_t parts : {size_t{0}, Transport::kMaxRendezvousParts + 1}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(
+        t[0]->Rendezvous(UserTag(3), &value, sizeof(value), &Noop, parts,
+                         Deadline())
+            .status()))
+        << parts;
+  }
 }
 
 // Verifies that a rendezvous missing a rank that aborts fails on every rank
@@ -721,13 +789,13 @@ TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
   ASSERT_NE(t[2], nullptr);
   int value = 1;
   absl::StatusOr<Request> r0 =
-      t[0]->Rendezvous(UserTag(1), &value, sizeof(value), &Noop, Deadline());
+      t[0]->Rendezvous(UserTag(1), &value, sizeof(value), &Noop, 1, Deadline());
   ASSERT_TRUE(r0.ok());
   EXPECT_FALSE(r0->Test());
   t[2]->Abort(absl::CancelledError("gone"));
   EXPECT_TRUE(absl::IsUnavailable(r0->Wait(kWait)));
   absl::StatusOr<Request> r1 =
-      t[1]->Rendezvous(UserTag(1), &value, sizeof(value), &Noop, Deadline());
+      t[1]->Rendezvous(UserTag(1), &value, sizeof(value), &Noop, 1, Deadline());
   ASSERT_TRUE(r1.ok());
   EXPECT_TRUE(absl::IsUnavailable(r1->Wait(kWait)));
 }
