@@ -191,7 +191,9 @@ size_t DirectParts(CollectiveKind kind, size_t bytes, int size) {
   if (kind != CollectiveKind::kAllReduce && kind != CollectiveKind::kReduce) {
     return 1;
   }
-  if (bytes < kDirectSplitBytes) return 1;
+  if (size < 2 || bytes * static_cast<size_t>(size) < kDirectSplitBytes) {
+    return 1;
+  }
   // A few parts per rank, so a thread that finishes early takes another.
   return std::clamp<size_t>(bytes / kDirectPartBytes, 2,
                             4 * static_cast<size_t>(std::max(size, 1)));

@@ -113,11 +113,12 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
                                      kind == CollectiveKind::kAllGather
                                  ? n
                                  : 1;
-      const double T = static_cast<double>(kDirectSplitBytes);
+      // Where it splits (direct.h): n S past kDirectSplitBytes.
+      const double T = static_cast<double>(kDirectSplitBytes) / n;
       if (!reduction || size < 2 || S <= T) {
         return alpha / 2 + traffic * S * beta;
       }
-      // Past kDirectSplitBytes an all_reduce or reduce is split over the
+      // Past T bytes per rank an all_reduce or reduce is split over the
       // ranks' threads (direct.h), each element of each input read once and
       // each output element written once: per rank S read and S (all_reduce)
       // or S / n (reduce) written. The ring's term above, 3 (n-1)/n S beta,

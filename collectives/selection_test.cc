@@ -171,6 +171,20 @@ TEST(SelectionTest, DirectNeedsASharedAddressSpace) {
             std::numeric_limits<double>::infinity());
 }
 
+// Verifies that on loopback-like ranks every all_reduce, 8 B to 64 MB on 2
+// to 16 ranks, takes the direct algorithm (README: one rendezvous, split
+// over the ranks' threads past kDirectSplitBytes).
+TEST(SelectionTest, LoopbackAllReduceIsAlwaysDirect) {
+  const TransportCapabilities caps = LoopbackLike();
+  for (int size : {2, 3, 4, 5, 8, 16}) {
+    for (size_t bytes = 8; bytes <= (size_t{64} << 20); bytes *= 4) {
+      EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, bytes, size, caps),
+                Algorithm::kDirect)
+          << size << " ranks, " << bytes << " B";
+    }
+  }
+}
+
 // Verifies that EstimateMicros is finite, non-negative and never decreases as
 // the message grows, for every algorithm of every kind.
 TEST(SelectionTest, EstimateMicrosMonotonicInBytes) {

@@ -30,7 +30,7 @@ INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackConformanceTest,
 // turned off: the executor's receive-then-reduce fallback and the cost model
 // without direct algorithms, as transports without them will run.
 // The direct all_reduce and reduce split into parts over the ranks' threads
-// (collectives/direct.h) run only above kDirectSplitBytes per rank, which
+// (collectives/direct.h) run only above kDirectSplitBytes in all, which
 // the standard matrix reaches for float32 sums alone: here every dtype and
 // op of the matrix, with a count past the threshold that no part size
 // divides, on 2 and 3 ranks.
