@@ -13,7 +13,10 @@ class CollectiveTelemetry::SlotCallback {
       : owner_(std::exchange(other.owner_, nullptr)), index_(other.index_) {}
   SlotCallback& operator=(SlotCallback&&) = delete;
   ~SlotCallback() {
-    if (owner_ != nullptr) Release();  // Dropped without running.
+    if (owner_ != nullptr) {  // Dropped without running.
+      owner_->Untrack(owner_->slots_[index_].ticket, owner_->slots_[index_].request);
+      Release();
+    }
   }
 
   void operator()(const absl::Status& status) {
@@ -33,6 +36,33 @@ class CollectiveTelemetry::SlotCallback {
 
   CollectiveTelemetry* owner_;
   size_t index_;
+};
+
+// The completion callback when every slot is busy: allocated, and, like
+// SlotCallback, it tells the flight recorder when dropped without running.
+class CollectiveTelemetry::HeapCallback {
+ public:
+  HeapCallback(std::shared_ptr<CollectiveTelemetry> owner, const Ticket& ticket,
+               const RequestState* request)
+      : owner_(std::move(owner)), ticket_(ticket), request_(request) {}
+  HeapCallback(HeapCallback&& other) noexcept
+      : owner_(std::move(other.owner_)),
+        ticket_(other.ticket_),
+        request_(other.request_) {}
+  HeapCallback& operator=(HeapCallback&&) = delete;
+  ~HeapCallback() {
+    if (owner_ != nullptr) owner_->Untrack(ticket_, request_);
+  }
+
+  void operator()(const absl::Status& status) {
+    owner_->Finish(ticket_, status);
+    owner_.reset();
+  }
+
+ private:
+  std::shared_ptr<CollectiveTelemetry> owner_;
+  Ticket ticket_;
+  const RequestState* request_;
 };
 
 std::shared_ptr<CollectiveTelemetry> CollectiveTelemetry::Create(
@@ -70,7 +100,7 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
     Finish(ticket, state == nullptr ? absl::OkStatus() : state->status());
     return;
   }
-  if (recorder_ != nullptr) recorder_->Track(ticket.token, state);
+  if (recorder_ != nullptr) recorder_->Track(ticket.token, state.get());
   // Slots are tried in turn; one still busy (a long collective) is skipped.
   for (int tries = 0; tries < 4; ++tries) {
     const size_t index =
@@ -82,6 +112,7 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
     }
     slot.keep_alive = shared_from_this();
     slot.ticket = ticket;
+    slot.request = state.get();
     // Registering the callback publishes the slot's fields to the thread
     // that runs it (the request's lock orders them).
     state->OnDone(SlotCallback(this, index));
@@ -89,9 +120,12 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
   }
   // Every slot tried is busy: many collectives in flight. An allocated
   // callback then, as a general one would be.
-  state->OnDone([self = shared_from_this(), ticket](const absl::Status& s) {
-    self->Finish(ticket, s);
-  });
+  state->OnDone(HeapCallback(shared_from_this(), ticket, state.get()));
+}
+
+void CollectiveTelemetry::Untrack(const Ticket& ticket,
+                                  const RequestState* request) {
+  if (recorder_ != nullptr) recorder_->Untrack(ticket.token, request);
 }
 
 void CollectiveTelemetry::Refused(const Ticket& ticket,

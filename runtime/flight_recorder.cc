@@ -45,7 +45,7 @@ absl::string_view FlightStateName(FlightRecorder::State state) {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : ring_(std::max<size_t>(capacity, 1)), requests_(ring_.size()) {}
+    : ring_(std::max<size_t>(capacity, 1)), requests_(ring_.size(), nullptr) {}
 
 uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
                                 absl::Time now) {
@@ -65,7 +65,7 @@ uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
   e.message.clear();
   e.queued = now;
   e.finished = absl::InfinitePast();
-  requests_[token % ring_.size()].reset();
+  requests_[token % ring_.size()] = nullptr;
   return token;
 }
 
@@ -79,24 +79,30 @@ void FlightRecorder::Done(uint64_t token, const absl::Status& status,
   // Queued left the message empty; OK needs no string work.
   if (!status.ok()) e.message = std::string(status.message().substr(0, 200));
   e.finished = now;
-  requests_[token % ring_.size()].reset();
+  requests_[token % ring_.size()] = nullptr;
 }
 
-void FlightRecorder::Track(uint64_t token,
-                           const std::shared_ptr<RequestState>& request) {
+void FlightRecorder::Track(uint64_t token, const RequestState* request) {
   std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
-  // Done already ran: nothing to ask later, and no reference to keep.
+  // Done already ran: nothing to ask later.
   if (ring_[token % ring_.size()].state != State::kQueued) return;
   requests_[token % ring_.size()] = request;
+}
+
+void FlightRecorder::Untrack(uint64_t token, const RequestState* request) {
+  std::lock_guard<SpinLock> lock(mu_);
+  if (token + ring_.size() < next_) return;  // Slot reused since.
+  if (requests_[token % ring_.size()] == request) {
+    requests_[token % ring_.size()] = nullptr;
+  }
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
   const absl::Time now = FastNow();
   std::vector<Entry> out;
-  // Released after the lock: the last reference to a request may be one of
-  // these, and its destructor runs whatever callbacks it still holds.
-  std::vector<std::shared_ptr<RequestState>> asked;
+  // Under the lock a tracked request is alive: one being destroyed blocks
+  // in Untrack until this is done.
   std::lock_guard<SpinLock> lock(mu_);
   const uint64_t held = std::min<uint64_t>(next_, ring_.size());
   out.reserve(held);
@@ -104,16 +110,15 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
     out.push_back(ring_[t % ring_.size()]);
     Entry& e = out.back();
     if (e.state != State::kQueued) continue;
-    std::shared_ptr<RequestState> request = requests_[t % ring_.size()].lock();
-    if (request == nullptr) continue;
-    if (request->done()) {  // Its callback has not recorded it yet.
+    const RequestState* request = requests_[t % ring_.size()];
+    if (request != nullptr && request->done()) {
+      // Its callback has not recorded it yet.
       const absl::Status& status = request->status();
       e.state = status.ok() ? State::kCompleted : State::kFailed;
       e.code = status.code();
       e.message = std::string(status.message().substr(0, 200));
       e.finished = now;
     }
-    asked.push_back(std::move(request));
   }
   return out;
 }

@@ -76,8 +76,15 @@ class FlightRecorder {
   // can take a snapshot before the completing thread has recorded the
   // outcome. Snapshot() therefore asks a tracked request directly; such an
   // entry's `finished` is the snapshot's time, an upper bound, until Done()
-  // writes the real one. Holds a weak reference, dropped by Done().
-  void Track(uint64_t token, const std::shared_ptr<RequestState>& request);
+  // writes the real one.
+  //
+  // No reference is held (a reference count bounced between the rank and
+  // the completing thread on every small collective): the caller must call
+  // Done() or Untrack() before `request` is destroyed. The completion
+  // callback does one or the other, run or dropped, and a request's
+  // callbacks are destroyed before the rest of it.
+  void Track(uint64_t token, const RequestState* request);
+  void Untrack(uint64_t token, const RequestState* request);
 
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;
@@ -95,7 +102,7 @@ class FlightRecorder {
   mutable SpinLock mu_;
   std::vector<Entry> ring_;  // Guarded by mu_.
   // Guarded by mu_: the request of each still queued entry, if tracked.
-  std::vector<std::weak_ptr<RequestState>> requests_;
+  std::vector<const RequestState*> requests_;
   uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
 };
 
