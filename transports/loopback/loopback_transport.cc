@@ -188,9 +188,13 @@ class LoopbackFabric {
       }
     }
     if (g == nullptr) return false;
-    // Alive until parts_done reaches parts, which needs this part.
-    g->combine(absl::MakeConstSpan(g->records), part, g->parts);
-    if (g->parts_done.fetch_add(1, std::memory_order_acq_rel) + 1 == g->parts) {
+    // Alive until parts_done reaches parts, which needs this part; so read
+    // nothing of it after the increment (another thread may finish the
+    // last part meanwhile, and recycle or free it: tsan caught a read of
+    // g->parts there).
+    const size_t parts = g->parts;
+    g->combine(absl::MakeConstSpan(g->records), part, parts);
+    if (g->parts_done.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) {
       Finish(g);
     }
     return true;
