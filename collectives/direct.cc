@@ -196,7 +196,7 @@ size_t DirectParts(CollectiveKind kind, size_t bytes, int size) {
   }
   // A few parts per rank, so a thread that finishes early takes another.
   return std::clamp<size_t>(bytes / kDirectPartBytes, 2,
-                            4 * static_cast<size_t>(std::max(size, 1)));
+                            4 * static_cast<size_t>(size));
 }
 
 absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,

@@ -107,17 +107,15 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       // VM, 2026-11-23: an 8 B all_reduce took 1.25 us direct and 4-6 us
       // by recursive doubling; direct stayed ahead of the ring up to
       // 64 KB.)
-      const bool reduction = kind == CollectiveKind::kAllReduce ||
-                             kind == CollectiveKind::kReduce;
       const double traffic = kind == CollectiveKind::kAllReduce ||
                                      kind == CollectiveKind::kAllGather
                                  ? n
                                  : 1;
-      // Where it splits (direct.h): n S past kDirectSplitBytes.
-      const double T = static_cast<double>(kDirectSplitBytes) / n;
-      if (!reduction || size < 2 || S <= T) {
+      if (DirectParts(kind, bytes, size) == 1) {
         return alpha / 2 + traffic * S * beta;
       }
+      // Where it splits (direct.h): n S past kDirectSplitBytes.
+      const double T = static_cast<double>(kDirectSplitBytes) / n;
       // Past T bytes per rank an all_reduce or reduce is split over the
       // ranks' threads (direct.h), each element of each input read once and
       // each output element written once: per rank S read and S (all_reduce)

@@ -14,7 +14,7 @@ class CollectiveTelemetry::SlotCallback {
   SlotCallback& operator=(SlotCallback&&) = delete;
   ~SlotCallback() {
     if (owner_ != nullptr) {  // Dropped without running.
-      owner_->Untrack(owner_->slots_[index_].ticket, owner_->slots_[index_].request);
+      owner_->Untrack(owner_->slots_[index_].ticket);
       Release();
     }
   }
@@ -42,16 +42,13 @@ class CollectiveTelemetry::SlotCallback {
 // SlotCallback, it tells the flight recorder when dropped without running.
 class CollectiveTelemetry::HeapCallback {
  public:
-  HeapCallback(std::shared_ptr<CollectiveTelemetry> owner, const Ticket& ticket,
-               const RequestState* request)
-      : owner_(std::move(owner)), ticket_(ticket), request_(request) {}
+  HeapCallback(std::shared_ptr<CollectiveTelemetry> owner, const Ticket& ticket)
+      : owner_(std::move(owner)), ticket_(ticket) {}
   HeapCallback(HeapCallback&& other) noexcept
-      : owner_(std::move(other.owner_)),
-        ticket_(other.ticket_),
-        request_(other.request_) {}
+      : owner_(std::move(other.owner_)), ticket_(other.ticket_) {}
   HeapCallback& operator=(HeapCallback&&) = delete;
   ~HeapCallback() {
-    if (owner_ != nullptr) owner_->Untrack(ticket_, request_);
+    if (owner_ != nullptr) owner_->Untrack(ticket_);
   }
 
   void operator()(const absl::Status& status) {
@@ -62,7 +59,6 @@ class CollectiveTelemetry::HeapCallback {
  private:
   std::shared_ptr<CollectiveTelemetry> owner_;
   Ticket ticket_;
-  const RequestState* request_;
 };
 
 std::shared_ptr<CollectiveTelemetry> CollectiveTelemetry::Create(
@@ -112,7 +108,6 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
     }
     slot.keep_alive = shared_from_this();
     slot.ticket = ticket;
-    slot.request = state.get();
     // Registering the callback publishes the slot's fields to the thread
     // that runs it (the request's lock orders them).
     state->OnDone(SlotCallback(this, index));
@@ -120,12 +115,11 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
   }
   // Every slot tried is busy: many collectives in flight. An allocated
   // callback then, as a general one would be.
-  state->OnDone(HeapCallback(shared_from_this(), ticket, state.get()));
+  state->OnDone(HeapCallback(shared_from_this(), ticket));
 }
 
-void CollectiveTelemetry::Untrack(const Ticket& ticket,
-                                  const RequestState* request) {
-  if (recorder_ != nullptr) recorder_->Untrack(ticket.token, request);
+void CollectiveTelemetry::Untrack(const Ticket& ticket) {
+  if (recorder_ != nullptr) recorder_->Untrack(ticket.token);
 }
 
 void CollectiveTelemetry::Refused(const Ticket& ticket,

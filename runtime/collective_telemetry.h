@@ -75,7 +75,6 @@ class CollectiveTelemetry
     // callback has run or been dropped, whatever happens to its owner.
     std::shared_ptr<CollectiveTelemetry> keep_alive;
     Ticket ticket;
-    const RequestState* request = nullptr;  // Tracked by the recorder.
   };
   class SlotCallback;
   class HeapCallback;
@@ -86,7 +85,7 @@ class CollectiveTelemetry
       : recorder_(std::move(recorder)), metrics_(std::move(metrics)) {}
   void Finish(const Ticket& ticket, const absl::Status& status);
   // The request of `ticket` is being destroyed without having completed.
-  void Untrack(const Ticket& ticket, const RequestState* request);
+  void Untrack(const Ticket& ticket);
 
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_;

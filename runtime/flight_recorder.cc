@@ -33,6 +33,17 @@ std::string Quote(absl::string_view s) {
 }
 
 
+// An entry's outcome, from the status it completed with at `now`.
+void SetOutcome(FlightRecorder::Entry& e, const absl::Status& status,
+                absl::Time now) {
+  e.state = status.ok() ? FlightRecorder::State::kCompleted
+                        : FlightRecorder::State::kFailed;
+  e.code = status.code();
+  // Queued left the message empty; OK needs no string work.
+  if (!status.ok()) e.message = std::string(status.message().substr(0, 200));
+  e.finished = now;
+}
+
 }  // namespace
 
 absl::string_view FlightStateName(FlightRecorder::State state) {
@@ -73,12 +84,7 @@ void FlightRecorder::Done(uint64_t token, const absl::Status& status,
                           absl::Time now) {
   std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
-  Entry& e = ring_[token % ring_.size()];
-  e.state = status.ok() ? State::kCompleted : State::kFailed;
-  e.code = status.code();
-  // Queued left the message empty; OK needs no string work.
-  if (!status.ok()) e.message = std::string(status.message().substr(0, 200));
-  e.finished = now;
+  SetOutcome(ring_[token % ring_.size()], status, now);
   requests_[token % ring_.size()] = nullptr;
 }
 
@@ -90,12 +96,10 @@ void FlightRecorder::Track(uint64_t token, const RequestState* request) {
   requests_[token % ring_.size()] = request;
 }
 
-void FlightRecorder::Untrack(uint64_t token, const RequestState* request) {
+void FlightRecorder::Untrack(uint64_t token) {
   std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
-  if (requests_[token % ring_.size()] == request) {
-    requests_[token % ring_.size()] = nullptr;
-  }
+  requests_[token % ring_.size()] = nullptr;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
@@ -112,12 +116,7 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
     if (e.state != State::kQueued) continue;
     const RequestState* request = requests_[t % ring_.size()];
     if (request != nullptr && request->done()) {
-      // Its callback has not recorded it yet.
-      const absl::Status& status = request->status();
-      e.state = status.ok() ? State::kCompleted : State::kFailed;
-      e.code = status.code();
-      e.message = std::string(status.message().substr(0, 200));
-      e.finished = now;
+      SetOutcome(e, request->status(), now);  // Before its callback did.
     }
   }
   return out;

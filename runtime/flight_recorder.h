@@ -23,7 +23,6 @@
 #define RELAY_RUNTIME_FLIGHT_RECORDER_H_
 
 #include <cstdint>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -84,7 +83,7 @@ class FlightRecorder {
   // callback does one or the other, run or dropped, and a request's
   // callbacks are destroyed before the rest of it.
   void Track(uint64_t token, const RequestState* request);
-  void Untrack(uint64_t token, const RequestState* request);
+  void Untrack(uint64_t token);
 
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;

@@ -84,7 +84,7 @@ TEST(FlightRecorderTest, ReportsATrackedRequestDoneBeforeItsCallbackRan) {
   r.Track(ok, ok_request.get());
   ok_request.reset();
   EXPECT_EQ(r.Snapshot()[0].finished, when);
-  r.Untrack(pending, pending_request.get());
+  r.Untrack(pending);
   pending_request.reset();
   EXPECT_EQ(r.Snapshot()[2].state, FlightRecorder::State::kQueued);
 }

@@ -26,14 +26,11 @@ INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackConformanceTest,
                          ConformanceCaseName<
                              ::testing::TestParamInfo<ConformanceCase>>);
 
-// The same suite with fused receive-and-reduce and the shared address space
-// turned off: the executor's receive-then-reduce fallback and the cost model
-// without direct algorithms, as transports without them will run.
 // The direct all_reduce and reduce split into parts over the ranks' threads
 // (collectives/direct.h) run only above kDirectSplitBytes in all, which
 // the standard matrix reaches for float32 sums alone: here every dtype and
-// op of the matrix, with a count past the threshold that no part size
-// divides, on 2 and 3 ranks.
+// op of the matrix (its 53-element cases), with a count past the threshold
+// that no part size divides, on 2 and 3 ranks.
 std::vector<ConformanceCase> DirectSplitCases() {
   std::vector<ConformanceCase> out;
   for (ConformanceCase c : ConformanceCases(3)) {
@@ -49,25 +46,25 @@ std::vector<ConformanceCase> DirectSplitCases() {
   return out;
 }
 
-class LoopbackDirectSplitConformanceTest
-    : public ::testing::TestWithParam<ConformanceCase> {};
-
-TEST_P(LoopbackDirectSplitConformanceTest, MatchesReference) {
-  ASSERT_GT(DirectParts(GetParam().kind,
-                        GetParam().count * DataTypeSize(GetParam().dtype),
-                        GetParam().size),
-            1u);
-  static LoopbackTransportFactory factory;
-  static ScheduleEngine engine;
-  absl::Status status = RunConformanceCase(GetParam(), factory, engine);
-  EXPECT_TRUE(status.ok()) << status;
-}
-
-INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackDirectSplitConformanceTest,
+INSTANTIATE_TEST_SUITE_P(DirectSplit, LoopbackConformanceTest,
                          ::testing::ValuesIn(DirectSplitCases()),
                          ConformanceCaseName<
                              ::testing::TestParamInfo<ConformanceCase>>);
 
+// Verifies that the cases above exist and really split, so a change to the
+// matrix or the threshold cannot leave them testing the one-thread path.
+TEST(LoopbackDirectSplitCasesTest, EveryCaseSplits) {
+  const std::vector<ConformanceCase> cases = DirectSplitCases();
+  EXPECT_GE(cases.size(), 100u);
+  for (const ConformanceCase& c : cases) {
+    EXPECT_GT(DirectParts(c.kind, c.count * DataTypeSize(c.dtype), c.size), 1u)
+        << c.Name();
+  }
+}
+
+// The same suite with fused receive-and-reduce and the shared address space
+// turned off: the executor's receive-then-reduce fallback and the cost model
+// without direct algorithms, as transports without them will run.
 class LoopbackPlainConformanceTest
     : public ::testing::TestWithParam<ConformanceCase> {};
 

@@ -108,15 +108,17 @@ class LoopbackFabric {
     Deliver(src, dst, send, recv);
   }
 
-  // Transport::Rendezvous for `rank`. Once every rank has arrived the
-  // gathering is worked: its parts run (RunParts) on the last arrival's
-  // thread and on those of waiting ranks (Progress), and whoever finishes
-  // the last part completes every request. The work counts as a delivery
-  // for every rank, so an Abort waits until it is over.
+  // Transport::Rendezvous for `rank`. Once every rank has arrived, a
+  // single part runs on the last arrival's thread at once; several are put
+  // in working_, where they run (RunPart) on the last arrival's thread and
+  // on those of waiting ranks (Progress), and whoever finishes the last
+  // part completes every request. The work counts as a delivery for every
+  // rank, so an Abort waits until it is over.
   void Rendezvous(int rank, Tag tag, const void* record, size_t record_bytes,
                   Transport::CombineFn combine, size_t parts,
                   std::shared_ptr<RequestState> request) {
-    Gathering* arrived_last = nullptr;
+    std::unique_ptr<Gathering> single;  // All arrived, one part.
+    Gathering* split = nullptr;         // All arrived, in working_.
     absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
       // One critical section for the check and the arrival, so an Abort's
@@ -150,11 +152,16 @@ class LoopbackFabric {
         g.parts = parts;
         g.next_part = 0;
         g.parts_done.store(0, std::memory_order_relaxed);
-        arrived_last = open->get();
-        working_.push_back(std::move(*open));
+        if (parts == 1) {
+          // Small collectives: no list, no claims, no other thread involved.
+          single = std::move(*open);
+        } else {
+          split = open->get();
+          working_.push_back(std::move(*open));
+          working_count_.fetch_add(1, std::memory_order_release);
+        }
         *open = std::move(gatherings_.back());
         gatherings_.pop_back();
-        working_count_.fetch_add(1, std::memory_order_release);
         for (int r = 0; r < size(); ++r) {
           lost_[r]->deliveries.fetch_add(1, std::memory_order_relaxed);
         }
@@ -164,9 +171,14 @@ class LoopbackFabric {
       request->Complete(std::move(lost));
       return;
     }
+    if (single != nullptr) {
+      single->combine(absl::MakeConstSpan(single->records), 0, 1);
+      CompleteGathering(std::move(single));
+      return;
+    }
     // The last arrival runs parts until none is left, so the rendezvous
     // completes even if no other rank ever waits.
-    while (RunPart(arrived_last)) {
+    while (RunPart(split)) {
     }
   }
 
@@ -195,25 +207,25 @@ class LoopbackFabric {
     const size_t parts = g->parts;
     g->combine(absl::MakeConstSpan(g->records), part, parts);
     if (g->parts_done.fetch_add(1, std::memory_order_acq_rel) + 1 == parts) {
-      Finish(g);
+      std::unique_ptr<Gathering> done;
+      {
+        std::lock_guard<SpinLock> lock(rendezvous_mu_);
+        auto it = std::find_if(
+            working_.begin(), working_.end(),
+            [&](const std::unique_ptr<Gathering>& w) { return w.get() == g; });
+        done = std::move(*it);
+        *it = std::move(working_.back());
+        working_.pop_back();
+        working_count_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      CompleteGathering(std::move(done));
     }
     return true;
   }
 
-  // Completes every rank's request of `g`, whose parts have all run, and
+  // Completes every rank's request of `done`, whose parts have all run, and
   // recycles it.
-  void Finish(Gathering* g) {
-    std::unique_ptr<Gathering> done;
-    {
-      std::lock_guard<SpinLock> lock(rendezvous_mu_);
-      auto it = std::find_if(
-          working_.begin(), working_.end(),
-          [&](const std::unique_ptr<Gathering>& w) { return w.get() == g; });
-      done = std::move(*it);
-      *it = std::move(working_.back());
-      working_.pop_back();
-      working_count_.fetch_sub(1, std::memory_order_relaxed);
-    }
+  void CompleteGathering(std::unique_ptr<Gathering> done) {
     for (Gathering::Arrival& a : done->arrivals) {
       a.request->MarkDone(absl::OkStatus(), &a.callbacks);
     }
