@@ -123,8 +123,8 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       // stands for its 5 (n-1)/n S memory operations per rank, so one
       // operation counts 0.6 beta. The first T bytes keep the one-thread
       // rate, so the estimate still grows with S. (Measured on the same VM,
-      // 2026-11-24: 1.6-2.5x faster than the ring or Rabenseifner from
-      // 16 KB to 64 MB on 2, 4 and 8 ranks.)
+      // 2026-11-24: 1.15-3.0x faster than the ring from 64 KB to 64 MB on
+      // 2, 4 and 8 ranks, bench/results/2026-11-24-direct-split-vs-ring.md.)
       const double written = kind == CollectiveKind::kAllReduce ? 1.0 : 1.0 / n;
       return alpha / 2 + traffic * T * beta +
              0.6 * (1.0 + written) * (S - T) * beta;
