@@ -31,6 +31,7 @@
 #ifndef RELAY_TRANSPORTS_LOOPBACK_LOOPBACK_TRANSPORT_H_
 #define RELAY_TRANSPORTS_LOOPBACK_LOOPBACK_TRANSPORT_H_
 
+#include <chrono>
 #include <memory>
 
 #include "absl/strings/string_view.h"
@@ -47,6 +48,10 @@ class LoopbackFabric;
 struct LoopbackRankEnd {
   std::shared_ptr<LoopbackFabric> fabric;
   int rank = 0;
+  // RequestState::SpinBudget of this rank's requests: long when every rank
+  // of the group can have a core of its own, as the peer a request waits
+  // for is then running, not queued behind this thread.
+  std::chrono::nanoseconds spin_budget{500};
 };
 
 // Capabilities a loopback group may turn off, so that the algorithms' paths
