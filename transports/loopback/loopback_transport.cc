@@ -63,8 +63,7 @@ class LoopbackRequest final : public RequestState {
   // complete it, false when its rank's thread, which is polling it, will:
   // the request's callbacks (telemetry, the flight record) then run on that
   // rank's own core, and the completing thread touches no more of it than
-  // this word. On a 2-core VM that took an 8 B all_reduce on 2 ranks from
-  // 0.92 to NNN us.
+  // this word (measured in bench/results/2026-11-24-loopback-handover.md).
   bool Ready() {
     if (hand_over_.fetch_or(kReady, std::memory_order_acq_rel) & kPolling) {
       return false;

@@ -766,6 +766,95 @@ TEST(LoopbackTransportTest, RendezvousRunsEveryPartOnceOnSeveralThreads) {
   EXPECT_GE(threads.size(), 2u);
 }
 
+// Verifies the hand-over of a finished rendezvous (LoopbackRequest::Ready):
+// whatever rank 0 does with its request (waits on it, polls it with Test,
+// sleeps first, or only registers a callback), and however late rank 1
+// arrives, the request completes once, OK, with its callback run once; and
+// a rank that waits while its peer arrives completes its own request, so
+// its callback runs on its own thread.
+TEST(LoopbackTransportTest, RendezvousHandOverCompletesEachRequestOnce) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 2);
+  ASSERT_NE(t[1], nullptr);
+  constexpr int kRounds = 400;
+  enum Mode { kWaitOnIt, kTestLoop, kSleepThenWait, kCallbackOnly, kModes };
+  auto DelayUs = [](int round) {
+    const int step = (round / kModes) % 3;
+    return step == 0 ? 0 : step == 1 ? 20 : 1000;
+  };
+  std::vector<std::atomic<int>> callbacks(kRounds);
+  // Rounds where rank 0 waits while rank 1 arrives 20 us late, and how many
+  // of those rank 0's own thread completed.
+  int handed_rounds = 0;
+  std::atomic<int> on_own_thread{0};
+  std::atomic<int> round_started{-1};
+  std::thread rank1([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      while (round_started.load() < i) std::this_thread::yield();
+      // Late by nothing, by a few microseconds (rank 0 is spinning), or by
+      // a millisecond (rank 0 has gone to sleep).
+      const int delay_us = DelayUs(i);
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds(delay_us);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      int value = i;
+      absl::StatusOr<Request> req = t[1]->Rendezvous(
+          UserTag(i), &value, sizeof(value), &Noop, 1, Deadline());
+      ASSERT_TRUE(req.ok()) << req.status();
+      EXPECT_TRUE(req->Wait(kWait).ok());
+    }
+  });
+  for (int i = 0; i < kRounds; ++i) {
+    int value = i;
+    absl::StatusOr<Request> req = t[0]->Rendezvous(
+        UserTag(i), &value, sizeof(value), &Noop, 1, Deadline());
+    ASSERT_TRUE(req.ok()) << req.status();
+    const std::thread::id me = std::this_thread::get_id();
+    const bool handed = i % kModes == kWaitOnIt && DelayUs(i) == 20;
+    handed_rounds += handed;
+    req->OnDone([&, i, me, handed](const absl::Status& s) {
+      EXPECT_TRUE(s.ok()) << s;
+      callbacks[i].fetch_add(1);
+      if (handed && std::this_thread::get_id() == me) on_own_thread.fetch_add(1);
+    });
+    round_started.store(i);
+    switch (static_cast<Mode>(i % kModes)) {
+      case kWaitOnIt:
+        EXPECT_TRUE(req->Wait(kWait).ok());
+        break;
+      case kTestLoop: {
+        const absl::Time deadline = Deadline();
+        while (!req->Test() && absl::Now() < deadline) {
+        }
+        EXPECT_TRUE(req->status().ok());
+        break;
+      }
+      case kSleepThenWait:
+        std::this_thread::sleep_for(std::chrono::microseconds(300));
+        EXPECT_TRUE(req->Wait(kWait).ok());
+        break;
+      default:  // kCallbackOnly: never polled, rank 1 must complete it.
+        break;
+    }
+    // A request is done before its callbacks run (on whichever thread
+    // completed it), so this waits for the callback too.
+    const absl::Time deadline = Deadline();
+    while (callbacks[i].load() == 0 && absl::Now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(callbacks[i].load(), 1) << "round " << i;
+  }
+  rank1.join();
+  for (int i = 0; i < kRounds; ++i) EXPECT_EQ(callbacks[i].load(), 1) << i;
+  // In those rounds rank 0 polls when rank 1 arrives, so it completes its
+  // own request unless it was descheduled past its polling phase (200 us).
+  // Without the hand-over rank 1 completes them (rank 0 wins only a narrow
+  // race: none of 33 rounds, 3 runs on a 2-core VM).
+  EXPECT_GE(on_own_thread.load(), handed_rounds / 2)
+      << handed_rounds << " rounds";
+}
+
 // Verifies that a part count outside [1, kMaxRendezvousParts] is refused.
 TEST(LoopbackTransportTest, RendezvousRefusesBadPartCounts) {
   LoopbackTransportFactory factory;
