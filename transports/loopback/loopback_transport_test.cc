@@ -889,6 +889,40 @@ TEST(LoopbackTransportTest, RendezvousFailsWhenARankAborts) {
   EXPECT_TRUE(absl::IsUnavailable(r1->Wait(kWait)));
 }
 
+// A combine that takes a while, and says when it started and ended.
+std::atomic<int> slow_combine_started{0};
+std::atomic<int> slow_combine_finished{0};
+void SlowCombine(absl::Span<const void* const>, size_t, size_t) {
+  slow_combine_started.store(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  slow_combine_finished.store(1);
+}
+
+// Verifies that Abort waits for a rendezvous whose ranks have all arrived
+// and whose combine is running (it may be writing the aborting rank's
+// buffers), so nothing touches them once Abort returns.
+TEST(LoopbackTransportTest, AbortWaitsForARunningCombine) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 2);
+  ASSERT_NE(t[1], nullptr);
+  int value = 0;
+  absl::StatusOr<Request> r0 = t[0]->Rendezvous(
+      UserTag(9), &value, sizeof(value), &SlowCombine, 1, Deadline());
+  ASSERT_TRUE(r0.ok());
+  std::thread last([&] {
+    absl::StatusOr<Request> r1 = t[1]->Rendezvous(
+        UserTag(9), &value, sizeof(value), &SlowCombine, 1, Deadline());
+    ASSERT_TRUE(r1.ok());
+    EXPECT_TRUE(r1->Wait(kWait).ok());
+  });
+  while (slow_combine_started.load() == 0) std::this_thread::yield();
+  t[0]->Abort(absl::CancelledError("leaving"));
+  EXPECT_EQ(slow_combine_finished.load(), 1);
+  last.join();
+  // Every rank had arrived: the rendezvous itself succeeded.
+  EXPECT_TRUE(r0->Wait(kWait).ok());
+}
+
 // Verifies that a scheduled collective lets go of its transport before its
 // request completes: once Wait returns, the caller's reference is the only
 // one. Held until the run itself died, the last reference could go on the
