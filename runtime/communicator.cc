@@ -202,7 +202,7 @@ absl::Time Communicator::DeadlineFor(const CollectiveOptions& options,
 }
 
 absl::StatusOr<Request> Communicator::StartCollective(
-    CollectiveArgs args, const CollectiveOptions& options) {
+    CollectiveArgs& args, const CollectiveOptions& options) {
   RELAY_RETURN_IF_ERROR(CheckUsable());
   if (options.timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -323,7 +323,7 @@ absl::StatusOr<Request> Communicator::Collective(
   args.recv = recv;
   args.op = op;
   args.root = root;
-  return StartCollective(std::move(args), options);
+  return StartCollective(args, options);
 }
 
 absl::StatusOr<Request> Communicator::Broadcast(

@@ -226,7 +226,9 @@ class Communicator {
   absl::Status CheckUsable() const;
   // `now` plus the call's timeout (or the default one).
   absl::Time DeadlineFor(const CollectiveOptions& options, absl::Time now) const;
-  absl::StatusOr<Request> StartCollective(CollectiveArgs args,
+  // Validates the call, fills in the rest of `args` (algorithm, deadline,
+  // sequence, ...) in place and starts it.
+  absl::StatusOr<Request> StartCollective(CollectiveArgs& args,
                                           const CollectiveOptions& options);
   // The native collective or relay's algorithm for validated `args`.
   absl::StatusOr<Request> Dispatch(const CollectiveArgs& args,

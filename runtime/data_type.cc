@@ -42,26 +42,6 @@ bool IsFloatingPoint(DataType type) {
   }
 }
 
-size_t DataTypeSize(DataType type) {
-  switch (type) {
-    case DataType::kInt8:
-    case DataType::kUint8:
-      return 1;
-    case DataType::kFloat16:
-    case DataType::kBfloat16:
-      return 2;
-    case DataType::kInt32:
-    case DataType::kUint32:
-    case DataType::kFloat32:
-      return 4;
-    case DataType::kInt64:
-    case DataType::kUint64:
-    case DataType::kFloat64:
-      return 8;
-  }
-  return 0;
-}
-
 absl::string_view DataTypeName(DataType type) {
   switch (type) {
     case DataType::kInt8: return "int8";

@@ -46,8 +46,26 @@ bool IsValid(DataType type);
 bool IsValid(ReduceOp op);
 bool IsFloatingPoint(DataType type);
 
-// Bytes per element; 0 for an invalid type.
-size_t DataTypeSize(DataType type);
+// Bytes per element; 0 for an invalid type. Inline: every call asks it.
+inline size_t DataTypeSize(DataType type) {
+  switch (type) {
+    case DataType::kInt8:
+    case DataType::kUint8:
+      return 1;
+    case DataType::kFloat16:
+    case DataType::kBfloat16:
+      return 2;
+    case DataType::kInt32:
+    case DataType::kUint32:
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kInt64:
+    case DataType::kUint64:
+    case DataType::kFloat64:
+      return 8;
+  }
+  return 0;
+}
 
 // Lower-case names as nccl-tests prints them: "float32" also parses as
 // "float", "fp32"; "sum", "prod", "min", "max", "avg".

@@ -54,6 +54,21 @@ CollectiveMetrics::BucketBounds() {
   return bounds;
 }
 
+const std::array<int64_t, CollectiveMetrics::kBuckets>&
+CollectiveMetrics::BucketBoundsNs() {
+  static const std::array<int64_t, kBuckets> bounds = [] {
+    std::array<int64_t, kBuckets> b{};
+    int64_t decade = 1000;
+    for (int i = 0; i < kBuckets; ++i) {
+      const int64_t step[] = {1, 2, 5};
+      b[i] = decade * step[i % 3];
+      if (i % 3 == 2) decade *= 10;
+    }
+    return b;
+  }();
+  return bounds;
+}
+
 int CollectiveMetrics::SizeClass(uint64_t bytes) {
   const auto& bounds = SizeClassBounds();
   for (int i = 0; i < kSizeClasses - 1; ++i) {
@@ -74,15 +89,16 @@ void CollectiveMetrics::Record(CollectiveKind kind, uint64_t bytes,
   k.bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (!ok) k.errors.fetch_add(1, std::memory_order_relaxed);
   Histogram& h = k.latency[SizeClass(bytes)];
-  const double seconds = absl::ToDoubleSeconds(latency);
-  const auto& bounds = BucketBounds();
+  // In whole nanoseconds: the bounds are whole too (1 us, 2 us, 5 us, ...),
+  // and this runs on every collective (absl::ToDoubleSeconds divides out
+  // of line).
+  const int64_t ns = std::max<int64_t>(0, absl::ToInt64Nanoseconds(latency));
+  const auto& bounds = BucketBoundsNs();
   const int bucket = static_cast<int>(
-      std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin());
+      std::lower_bound(bounds.begin(), bounds.end(), ns) - bounds.begin());
   h.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
   h.count.fetch_add(1, std::memory_order_relaxed);
-  h.sum_ns.fetch_add(static_cast<uint64_t>(std::max<int64_t>(
-                         0, absl::ToInt64Nanoseconds(latency))),
-                     std::memory_order_relaxed);
+  h.sum_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
 }
 
 CollectiveMetrics::Counts CollectiveMetrics::Totals(CollectiveKind kind) const {

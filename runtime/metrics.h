@@ -45,6 +45,8 @@ class CollectiveMetrics {
   // latency buckets.
   static const std::array<uint64_t, kSizeClasses - 1>& SizeClassBounds();
   static const std::array<double, kBuckets>& BucketBounds();
+  // The same bounds in nanoseconds, exact.
+  static const std::array<int64_t, kBuckets>& BucketBoundsNs();
   static int SizeClass(uint64_t bytes);
   static std::string SizeClassLabel(int size_class);  // "1KiB", ..., "inf"
 
