@@ -58,6 +58,52 @@ void ReduceBlock(absl::Span<const void* const> calls, size_t offset,
   }
 }
 
+// An all_reduce or reduce; a large one is split into parts that run on
+// several ranks' threads (Transport::Rendezvous), a small one is one part
+// run by Combine. Part p reduces its own slice of
+// the elements, reading that slice of every rank's input once and writing
+// it to every output, so the memory traffic is n S each way for the whole
+// group however many threads share it (the ring moves about 2.5 n S). Each
+// slice goes through an L1-sized accumulator in blocks: all of a block's
+// inputs are read before any output is written, so in place is safe.
+// (Streaming stores for the outputs, tried on a 2-core EPYC VM, were
+// slower: 64 MB on 2 ranks took 10.7 ms against 7.6 with memcpy.)
+void CombinePart(absl::Span<const void* const> calls, size_t part,
+                 size_t parts) {
+  const auto* first = static_cast<const DirectCall*>(calls[0]);
+  const size_t esize = DataTypeSize(first->send.dtype);
+  // Slices start on cache lines, so two parts never write one line.
+  const size_t line = std::max<size_t>(1, 64 / esize);
+  const size_t slice =
+      (first->count + parts * line - 1) / (parts * line) * line;
+  const size_t begin = std::min(first->count, part * slice);
+  const size_t end = std::min(first->count, begin + slice);
+  constexpr size_t kBlockBytes = 16 << 10;
+  alignas(64) char acc[kBlockBytes];
+  const size_t block = kBlockBytes / esize;
+  const DataType t = first->send.dtype;
+  const ReduceKernel reduce = GetReduceFn(t, first->op);
+  for (size_t off = begin; off < end; off += block) {
+    const size_t m = std::min(block, end - off);
+    std::memcpy(acc, At(first->send.data, off, esize), m * esize);
+    for (size_t r = 1; r < calls.size(); ++r) {
+      const auto* c = static_cast<const DirectCall*>(calls[r]);
+      reduce(acc, At(c->send.data, off, esize), acc, m);
+    }
+    if (first->op == ReduceOp::kAvg) {
+      DivideInPlace(t, acc, m, static_cast<int>(calls.size()));
+    }
+    for (size_t r = 0; r < calls.size(); ++r) {
+      if (first->kind == CollectiveKind::kReduce &&
+          static_cast<int>(r) != first->root) {
+        continue;
+      }
+      const auto* c = static_cast<const DirectCall*>(calls[r]);
+      std::memcpy(At(c->recv.data, off, esize), acc, m * esize);
+    }
+  }
+}
+
 // Runs on the last rank to arrive, with every rank's DirectCall. Every
 // input is read before any output it may alias is written.
 void Combine(absl::Span<const void* const> calls, size_t /*part*/,
@@ -71,17 +117,9 @@ void Combine(absl::Span<const void* const> calls, size_t /*part*/,
     case CollectiveKind::kBarrier:
       return;
     case CollectiveKind::kAllReduce:
-    case CollectiveKind::kReduce: {
-      Accumulator acc;
-      ReduceBlock(calls, 0, count, acc);
-      for (size_t r = 0; r < n; ++r) {
-        if (a0.kind == CollectiveKind::kReduce && static_cast<int>(r) != root) {
-          continue;
-        }
-        std::memcpy(call(r)->recv.data, acc.data(), acc.size());
-      }
+    case CollectiveKind::kReduce:
+      CombinePart(calls, 0, 1);  // The whole vector as one part.
       return;
-    }
     case CollectiveKind::kReduceScatter: {
       // Results first (each reads every rank's block r), then the writes:
       // in place, rank r's output is block r of its own input.
@@ -137,51 +175,6 @@ void Combine(absl::Span<const void* const> calls, size_t /*part*/,
       return;
     default:
       return;
-  }
-}
-
-// A large all_reduce or reduce, split into parts that run on several
-// ranks' threads (Transport::Rendezvous): part p reduces its own slice of
-// the elements, reading that slice of every rank's input once and writing
-// it to every output, so the memory traffic is n S each way for the whole
-// group however many threads share it (the ring moves about 2.5 n S). Each
-// slice goes through an L1-sized accumulator in blocks: all of a block's
-// inputs are read before any output is written, so in place is safe.
-// (Streaming stores for the outputs, tried on a 2-core EPYC VM, were
-// slower: 64 MB on 2 ranks took 10.7 ms against 7.6 with memcpy.)
-void CombinePart(absl::Span<const void* const> calls, size_t part,
-                 size_t parts) {
-  const auto* first = static_cast<const DirectCall*>(calls[0]);
-  const size_t esize = DataTypeSize(first->send.dtype);
-  // Slices start on cache lines, so two parts never write one line.
-  const size_t line = std::max<size_t>(1, 64 / esize);
-  const size_t slice =
-      (first->count + parts * line - 1) / (parts * line) * line;
-  const size_t begin = std::min(first->count, part * slice);
-  const size_t end = std::min(first->count, begin + slice);
-  constexpr size_t kBlockBytes = 16 << 10;
-  alignas(64) char acc[kBlockBytes];
-  const size_t block = kBlockBytes / esize;
-  const DataType t = first->send.dtype;
-  const ReduceKernel reduce = GetReduceFn(t, first->op);
-  for (size_t off = begin; off < end; off += block) {
-    const size_t m = std::min(block, end - off);
-    std::memcpy(acc, At(first->send.data, off, esize), m * esize);
-    for (size_t r = 1; r < calls.size(); ++r) {
-      const auto* c = static_cast<const DirectCall*>(calls[r]);
-      reduce(acc, At(c->send.data, off, esize), acc, m);
-    }
-    if (first->op == ReduceOp::kAvg) {
-      DivideInPlace(t, acc, m, static_cast<int>(calls.size()));
-    }
-    for (size_t r = 0; r < calls.size(); ++r) {
-      if (first->kind == CollectiveKind::kReduce &&
-          static_cast<int>(r) != first->root) {
-        continue;
-      }
-      const auto* c = static_cast<const DirectCall*>(calls[r]);
-      std::memcpy(At(c->recv.data, off, esize), acc, m * esize);
-    }
   }
 }
 

@@ -39,13 +39,13 @@ CollectiveMetrics::SizeClassBounds() {
   return bounds;
 }
 
-const std::array<double, CollectiveMetrics::kBuckets>&
-CollectiveMetrics::BucketBounds() {
-  static const std::array<double, kBuckets> bounds = [] {
-    std::array<double, kBuckets> b{};
-    double decade = 1e-6;
+const std::array<int64_t, CollectiveMetrics::kBuckets>&
+CollectiveMetrics::BucketBoundsNs() {
+  static const std::array<int64_t, kBuckets> bounds = [] {
+    std::array<int64_t, kBuckets> b{};
+    int64_t decade = 1000;  // 1 us.
     for (int i = 0; i < kBuckets; ++i) {
-      const double step[] = {1, 2, 5};
+      const int64_t step[] = {1, 2, 5};
       b[i] = decade * step[i % 3];
       if (i % 3 == 2) decade *= 10;
     }
@@ -54,16 +54,11 @@ CollectiveMetrics::BucketBounds() {
   return bounds;
 }
 
-const std::array<int64_t, CollectiveMetrics::kBuckets>&
-CollectiveMetrics::BucketBoundsNs() {
-  static const std::array<int64_t, kBuckets> bounds = [] {
-    std::array<int64_t, kBuckets> b{};
-    int64_t decade = 1000;
-    for (int i = 0; i < kBuckets; ++i) {
-      const int64_t step[] = {1, 2, 5};
-      b[i] = decade * step[i % 3];
-      if (i % 3 == 2) decade *= 10;
-    }
+const std::array<double, CollectiveMetrics::kBuckets>&
+CollectiveMetrics::BucketBounds() {
+  static const std::array<double, kBuckets> bounds = [] {
+    std::array<double, kBuckets> b{};
+    for (int i = 0; i < kBuckets; ++i) b[i] = BucketBoundsNs()[i] / 1e9;
     return b;
   }();
   return bounds;

@@ -45,7 +45,8 @@ class CollectiveMetrics {
   // latency buckets.
   static const std::array<uint64_t, kSizeClasses - 1>& SizeClassBounds();
   static const std::array<double, kBuckets>& BucketBounds();
-  // The same bounds in nanoseconds, exact.
+  // The same bounds in nanoseconds, exact (Record compares these; the
+  // seconds above are derived from them for the exposition).
   static const std::array<int64_t, kBuckets>& BucketBoundsNs();
   static int SizeClass(uint64_t bytes);
   static std::string SizeClassLabel(int size_class);  // "1KiB", ..., "inf"

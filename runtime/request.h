@@ -98,6 +98,8 @@ class RequestState {
   // Blocks until done or `deadline`: spins briefly (a peer thread often
   // completes within microseconds), then sleeps on a condition variable.
   absl::Status Wait(absl::Time deadline);
+  // SpinBudget() unless a subclass says otherwise.
+  static constexpr std::chrono::nanoseconds kDefaultSpinBudget{500};
   // Non-blocking: drives progress once; true when done.
   bool Poll() {
     if (done()) return true;
@@ -134,7 +136,7 @@ class RequestState {
   // the peer they wait for. A transport that knows its peers each have a
   // core may spin longer.
   virtual std::chrono::nanoseconds SpinBudget() const {
-    return std::chrono::nanoseconds(500);
+    return kDefaultSpinBudget;
   }
 
  private:

@@ -48,7 +48,7 @@ int64_t NowNs() {
 
 }  // namespace
 
-class LoopbackFabric;
+namespace {
 
 // A loopback request: waiting on it lets its rank do the copies handed to
 // it, and complete its own rendezvous (Ready).
@@ -112,6 +112,8 @@ class LoopbackRequest final : public RequestState {
   // polling thread agree on who sees whom.
   std::atomic<uint32_t> hand_over_{0};
 };
+
+}  // namespace
 
 // The wiring shared by the ranks of one group: one mailbox per destination
 // rank, holding the sends that arrived before their receive and the receives
@@ -458,7 +460,11 @@ class LoopbackFabric {
     }
     // Likewise rendezvous whose every rank arrived before the sweep: they
     // may still be combining. No new one can start (arrivals check the
-    // lost flags under rendezvous_mu_), so this ends.
+    // lost flags under rendezvous_mu_), so this ends. Their requests are
+    // then done, or ready and left to a rank polling them, which completes
+    // them OK on its next poll: their outputs are written either way.
+    // A hand-rolled wait rather than a LostRank's condition variable: the
+    // count belongs to no rank, and a combine is short.
     for (int polls = 0;
          rendezvous_running_.load(std::memory_order_acquire) != 0; ++polls) {
       if (polls < 64) {
@@ -682,7 +688,6 @@ class LoopbackFabric {
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
 
-
 namespace {
 
 // Ranks of a group with a core each spin this long before yielding: on a
@@ -700,7 +705,7 @@ std::chrono::nanoseconds SpinBudgetFor(int ranks) {
 #endif
     return static_cast<int>(std::thread::hardware_concurrency());
   }();
-  return ranks <= cores ? kOwnCoreSpinBudget : std::chrono::nanoseconds(500);
+  return ranks <= cores ? kOwnCoreSpinBudget : RequestState::kDefaultSpinBudget;
 }
 
 }  // namespace

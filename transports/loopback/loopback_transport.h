@@ -51,7 +51,7 @@ struct LoopbackRankEnd {
   // RequestState::SpinBudget of this rank's requests: long when every rank
   // of the group can have a core of its own, as the peer a request waits
   // for is then running, not queued behind this thread.
-  std::chrono::nanoseconds spin_budget{500};
+  std::chrono::nanoseconds spin_budget = RequestState::kDefaultSpinBudget;
 };
 
 // Capabilities a loopback group may turn off, so that the algorithms' paths
