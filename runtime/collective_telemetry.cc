@@ -3,8 +3,9 @@
 #include <utility>
 
 namespace relay {
-// The completion callback of a tracked collective: small enough for a
-// callback's inline storage. Releases its slot when run or dropped.
+// The completion recorder of a collective in flight: small enough for a
+// callback's inline storage. Releases its slot when run or dropped (a
+// request destroyed without completing; its flight record stays queued).
 class CollectiveTelemetry::SlotCallback {
  public:
   SlotCallback(CollectiveTelemetry* owner, size_t index)
@@ -13,10 +14,7 @@ class CollectiveTelemetry::SlotCallback {
       : owner_(std::exchange(other.owner_, nullptr)), index_(other.index_) {}
   SlotCallback& operator=(SlotCallback&&) = delete;
   ~SlotCallback() {
-    if (owner_ != nullptr) {  // Dropped without running.
-      owner_->Untrack(owner_->slots_[index_].ticket);
-      Release();
-    }
+    if (owner_ != nullptr) Release();  // Dropped without running.
   }
 
   void operator()(const absl::Status& status) {
@@ -38,18 +36,11 @@ class CollectiveTelemetry::SlotCallback {
   size_t index_;
 };
 
-// The completion callback when every slot is busy: allocated, and, like
-// SlotCallback, it tells the flight recorder when dropped without running.
+// The completion recorder when every slot is busy: allocated.
 class CollectiveTelemetry::HeapCallback {
  public:
   HeapCallback(std::shared_ptr<CollectiveTelemetry> owner, const Ticket& ticket)
       : owner_(std::move(owner)), ticket_(ticket) {}
-  HeapCallback(HeapCallback&& other) noexcept
-      : owner_(std::move(other.owner_)), ticket_(other.ticket_) {}
-  HeapCallback& operator=(HeapCallback&&) = delete;
-  ~HeapCallback() {
-    if (owner_ != nullptr) owner_->Untrack(ticket_);
-  }
 
   void operator()(const absl::Status& status) {
     owner_->Finish(ticket_, status);
@@ -96,7 +87,9 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
     Finish(ticket, state == nullptr ? absl::OkStatus() : state->status());
     return;
   }
-  if (recorder_ != nullptr) recorder_->Track(ticket.token, state.get());
+  // Recorded before the request is published as done (OnCompleting, not
+  // OnDone): a rank whose Wait returned finds its metrics and flight record
+  // up to date even when another rank's thread completed the request.
   // Slots are tried in turn; one still busy (a long collective) is skipped.
   for (int tries = 0; tries < 4; ++tries) {
     const size_t index =
@@ -108,18 +101,14 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
     }
     slot.keep_alive = shared_from_this();
     slot.ticket = ticket;
-    // Registering the callback publishes the slot's fields to the thread
+    // Registering the recorder publishes the slot's fields to the thread
     // that runs it (the request's lock orders them).
-    state->OnDone(SlotCallback(this, index));
+    state->OnCompleting(SlotCallback(this, index));
     return;
   }
   // Every slot tried is busy: many collectives in flight. An allocated
-  // callback then, as a general one would be.
-  state->OnDone(HeapCallback(shared_from_this(), ticket));
-}
-
-void CollectiveTelemetry::Untrack(const Ticket& ticket) {
-  if (recorder_ != nullptr) recorder_->Untrack(ticket.token);
+  // recorder then, as a general one would be.
+  state->OnCompleting(HeapCallback(shared_from_this(), ticket));
 }
 
 void CollectiveTelemetry::Refused(const Ticket& ticket,

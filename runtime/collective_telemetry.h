@@ -5,7 +5,9 @@
 // completion of one still in flight.
 //
 // Why a class of its own: the completion is recorded by a callback on
-// whichever thread completes the request, often another rank's. A lambda
+// whichever thread completes the request, often another rank's, before the
+// request is published as done (RequestState::OnCompleting), so a rank whose
+// Wait returned reads its own metrics and flight record up to date. A lambda
 // holding the recorder, the metrics and the call's figures is too large for
 // a callback's inline storage, so it would be allocated by this rank and
 // freed by the other: the allocator's per-thread caches then drain into a
@@ -84,8 +86,6 @@ class CollectiveTelemetry
                       std::shared_ptr<CollectiveMetrics> metrics)
       : recorder_(std::move(recorder)), metrics_(std::move(metrics)) {}
   void Finish(const Ticket& ticket, const absl::Status& status);
-  // The request of `ticket` is being destroyed without having completed.
-  void Untrack(const Ticket& ticket);
 
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_;

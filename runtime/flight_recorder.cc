@@ -56,7 +56,7 @@ absl::string_view FlightStateName(FlightRecorder::State state) {
 }
 
 FlightRecorder::FlightRecorder(size_t capacity)
-    : ring_(std::max<size_t>(capacity, 1)), requests_(ring_.size(), nullptr) {}
+    : ring_(std::max<size_t>(capacity, 1)) {}
 
 uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
                                 absl::Time now) {
@@ -76,7 +76,6 @@ uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
   e.message.clear();
   e.queued = now;
   e.finished = absl::InfinitePast();
-  requests_[token % ring_.size()] = nullptr;
   return token;
 }
 
@@ -85,39 +84,15 @@ void FlightRecorder::Done(uint64_t token, const absl::Status& status,
   std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
   SetOutcome(ring_[token % ring_.size()], status, now);
-  requests_[token % ring_.size()] = nullptr;
-}
-
-void FlightRecorder::Track(uint64_t token, const RequestState* request) {
-  std::lock_guard<SpinLock> lock(mu_);
-  if (token + ring_.size() < next_) return;  // Slot reused since.
-  // Done already ran: nothing to ask later.
-  if (ring_[token % ring_.size()].state != State::kQueued) return;
-  requests_[token % ring_.size()] = request;
-}
-
-void FlightRecorder::Untrack(uint64_t token) {
-  std::lock_guard<SpinLock> lock(mu_);
-  if (token + ring_.size() < next_) return;  // Slot reused since.
-  requests_[token % ring_.size()] = nullptr;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
-  const absl::Time now = FastNow();
   std::vector<Entry> out;
-  // Under the lock a tracked request is alive: one being destroyed blocks
-  // in Untrack until this is done.
   std::lock_guard<SpinLock> lock(mu_);
   const uint64_t held = std::min<uint64_t>(next_, ring_.size());
   out.reserve(held);
   for (uint64_t t = next_ - held; t < next_; ++t) {
     out.push_back(ring_[t % ring_.size()]);
-    Entry& e = out.back();
-    if (e.state != State::kQueued) continue;
-    const RequestState* request = requests_[t % ring_.size()];
-    if (request != nullptr && request->done()) {
-      SetOutcome(e, request->status(), now);  // Before its callback did.
-    }
   }
   return out;
 }

@@ -17,7 +17,8 @@
 // Example:
 //   FlightRecorder recorder(/*capacity=*/1024);
 //   uint64_t slot = recorder.Queued(args, algorithm_name);
-//   request.OnDone([r = recorder_ptr, slot](absl::Status s) { r->Done(slot, s); });
+//   request.state()->OnCompleting(
+//       [r = recorder_ptr, slot](absl::Status s) { r->Done(slot, s); });
 //   std::string json = recorder.ToJson(rank, size);
 #ifndef RELAY_RUNTIME_FLIGHT_RECORDER_H_
 #define RELAY_RUNTIME_FLIGHT_RECORDER_H_
@@ -69,22 +70,6 @@ class FlightRecorder {
   void Done(uint64_t token, const absl::Status& status) {
     Done(token, status, FastNow());
   }
-  // The collective of `token` runs as `request`, still pending when its
-  // caller looked. Done() is called by a completion callback, and callbacks
-  // run after the request is published as done: a rank whose Wait returned
-  // can take a snapshot before the completing thread has recorded the
-  // outcome. Snapshot() therefore asks a tracked request directly; such an
-  // entry's `finished` is the snapshot's time, an upper bound, until Done()
-  // writes the real one.
-  //
-  // No reference is held (a reference count bounced between the rank and
-  // the completing thread on every small collective): the caller must call
-  // Done() or Untrack() before `request` is destroyed. The completion
-  // callback does one or the other, run or dropped, and a request's
-  // callbacks are destroyed before the rest of it.
-  void Track(uint64_t token, const RequestState* request);
-  void Untrack(uint64_t token);
-
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;
   // {"rank": R, "size": N, "dumped_at": "...", "reason": "...",
@@ -100,8 +85,6 @@ class FlightRecorder {
   // that completes it: a spin lock (runtime/spin_lock.h).
   mutable SpinLock mu_;
   std::vector<Entry> ring_;  // Guarded by mu_.
-  // Guarded by mu_: the request of each still queued entry, if tracked.
-  std::vector<const RequestState*> requests_;
   uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
 };
 

@@ -51,44 +51,6 @@ TEST(FlightRecorderTest, KeepsTheLastEntriesOnly) {
   for (const auto& entry : e) EXPECT_EQ(entry.state, FlightRecorder::State::kQueued);
 }
 
-// A request is published as done before its callbacks run, so a rank whose
-// Wait returned can dump its record before the completing thread has called
-// Done: the snapshot asks the tracked request itself (the flight_scenario
-// stall case, where rank 2 showed its last all_reduce still queued).
-TEST(FlightRecorderTest, ReportsATrackedRequestDoneBeforeItsCallbackRan) {
-  FlightRecorder r(4);
-  const uint64_t ok = r.Queued(Args(CollectiveKind::kAllReduce, 0), 2);
-  const uint64_t bad = r.Queued(Args(CollectiveKind::kAllReduce, 1), 2);
-  const uint64_t pending = r.Queued(Args(CollectiveKind::kAllReduce, 2), 2);
-  auto ok_request = std::make_shared<RequestState>();
-  auto bad_request = std::make_shared<RequestState>();
-  auto pending_request = std::make_shared<RequestState>();
-  r.Track(ok, ok_request.get());
-  r.Track(bad, bad_request.get());
-  r.Track(pending, pending_request.get());
-  DoneCallbacks not_run_yet;
-  ASSERT_TRUE(ok_request->MarkDone(absl::OkStatus(), &not_run_yet));
-  ASSERT_TRUE(bad_request->MarkDone(absl::AbortedError("peer left"), &not_run_yet));
-  std::vector<FlightRecorder::Entry> e = r.Snapshot();
-  ASSERT_EQ(e.size(), 3u);
-  EXPECT_EQ(e[0].state, FlightRecorder::State::kCompleted);
-  EXPECT_NE(e[0].finished, absl::InfinitePast());
-  EXPECT_EQ(e[1].state, FlightRecorder::State::kFailed);
-  EXPECT_EQ(e[1].code, absl::StatusCode::kAborted);
-  EXPECT_EQ(e[1].message, "peer left");
-  EXPECT_EQ(e[2].state, FlightRecorder::State::kQueued);
-  // The callback's Done writes the real time, and the request is no longer
-  // asked: tracking after Done, or a request gone (Untrack), changes nothing.
-  const absl::Time when = absl::FromUnixSeconds(1000);
-  r.Done(ok, absl::OkStatus(), when);
-  r.Track(ok, ok_request.get());
-  ok_request.reset();
-  EXPECT_EQ(r.Snapshot()[0].finished, when);
-  r.Untrack(pending);
-  pending_request.reset();
-  EXPECT_EQ(r.Snapshot()[2].state, FlightRecorder::State::kQueued);
-}
-
 TEST(FlightRecorderTest, JsonNamesEveryField) {
   FlightRecorder r(4);
   const uint64_t t = r.Queued(Args(CollectiveKind::kReduce, 7), 2);

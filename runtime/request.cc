@@ -69,12 +69,26 @@ inline void CpuRelax() {
 }  // namespace
 
 bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
+  DoneCallbacks recorders;
   {
     std::lock_guard<SpinLock> lock(mu_);
-    if (done_.load(std::memory_order_relaxed) != 0) return false;
+    if (completing_) return false;
+    completing_ = true;
     status_ = std::move(status);
-    // seq_cst with the sleepers_ check below, and a sleeper's increment and
-    // check: either it sees done, or this sees it and wakes it.
+    if (recorders_.empty()) {
+      // seq_cst with the sleepers_ check below, and a sleeper's increment
+      // and check: either it sees done, or this sees it and wakes it.
+      done_.store(1, std::memory_order_seq_cst);
+      to_run->swap(callbacks_);
+    } else {
+      recorders.swap(recorders_);
+    }
+  }
+  if (!recorders.empty()) {
+    // Outside the lock (a recorder takes locks of its own), and before the
+    // outcome is published: a waiter that sees done sees what they wrote.
+    for (DoneCallback& r : recorders) std::move(r)(status_);
+    std::lock_guard<SpinLock> lock(mu_);
     done_.store(1, std::memory_order_seq_cst);
     to_run->swap(callbacks_);
   }
@@ -168,6 +182,18 @@ void RequestState::OnDone(DoneCallback callback) {
     }
   }
   std::move(callback)(status_);
+}
+
+void RequestState::OnCompleting(DoneCallback recorder) {
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (!completing_) {
+      recorders_.push_back(std::move(recorder));
+      return;
+    }
+  }
+  // Decided already (the caller registers it before anyone can wait).
+  std::move(recorder)(status_);
 }
 
 Request Request::Completed(absl::Status status) {

@@ -81,13 +81,15 @@ class RequestState {
   RequestState(const RequestState&) = delete;
   RequestState& operator=(const RequestState&) = delete;
 
-  // Records the outcome and runs the callbacks. Only the first call counts;
-  // it returns true, later ones return false and change nothing.
+  // Records the outcome, runs the recorders (OnCompleting), publishes the
+  // request as done, then runs the callbacks (OnDone). Only the first call
+  // counts; it returns true, later ones return false and change nothing.
   bool Complete(absl::Status status);
 
   // Complete() in two halves, for a transport that must publish several
-  // completions before any callback runs: marks the request done and moves
-  // its callbacks into `*to_run`; the caller then runs each with status().
+  // completions before any callback runs: runs the recorders, marks the
+  // request done and moves its callbacks into `*to_run`; the caller then runs
+  // each with status().
   bool MarkDone(absl::Status status, DoneCallbacks* to_run);
 
   bool done() const { return done_.load(std::memory_order_acquire) != 0; }
@@ -111,6 +113,15 @@ class RequestState {
   // over at once instead of after its stand-aside interval.
   void StopPolling() { StoppedPolling(); }
   void OnDone(DoneCallback callback);
+  // Runs `recorder` once with the final status on the completing thread,
+  // before the request is published as done; inline if the outcome is
+  // already decided. For bookkeeping a waiter must find finished once Wait()
+  // or Test() reports the request done (a communicator's metrics and flight
+  // record): OnDone callbacks may still be running on another thread when
+  // Wait() returns, recorders never are. Register before the request reaches
+  // anyone who could wait on it, and keep recorders to a few atomics and
+  // short locks: every waiter's wake-up waits for them.
+  void OnCompleting(DoneCallback recorder);
 
   // Device operations: makes `cuda_stream` wait, on the GPU, for this
   // operation (Request::StreamWait). Host operations: Unimplemented.
@@ -146,11 +157,13 @@ class RequestState {
   // request is made for every operation.
   std::atomic<uint32_t> done_{0};
   std::atomic<int> sleepers_{0};  // Waiters asleep on done_, or going to.
-  absl::Status status_;  // Written once, before done_ is released.
+  absl::Status status_;  // Written once, before completing_ is set.
   const absl::Time deadline_;
   // A spin lock, not a mutex: the completing thread and a thread adding a
   // callback meet here (runtime/spin_lock.h).
   SpinLock mu_;
+  bool completing_ = false;  // Guarded by mu_: the outcome is decided.
+  DoneCallbacks recorders_;  // Guarded by mu_.
   DoneCallbacks callbacks_;  // Guarded by mu_.
 };
 

@@ -52,6 +52,65 @@ TEST(RequestStateTest, CompleteRunsCallbacksExactlyOnce) {
   EXPECT_EQ(after, 1);
 }
 
+// A recorder (OnCompleting) has finished when a waiter on another thread
+// sees the request done, however slow it is; an OnDone callback may still be
+// running then. This is what lets a rank read its metrics right after Wait
+// (loopback_metrics_test failed in CI when they were written by a callback).
+TEST(RequestStateTest, RecordersFinishBeforeAWaiterSeesDone) {
+  auto state = std::make_shared<RequestState>();
+  std::atomic<int> recorded{0};
+  std::atomic<bool> callback_started{false};
+  std::atomic<bool> release_callback{false};
+  state->OnCompleting([&](absl::Status s) {
+    EXPECT_FALSE(state->done());  // Not yet published.
+    absl::SleepFor(absl::Milliseconds(30));
+    if (s.ok()) recorded.fetch_add(1);
+  });
+  state->OnDone([&](absl::Status) {
+    EXPECT_EQ(recorded.load(), 1);  // Recorders first.
+    callback_started = true;
+    while (!release_callback.load()) absl::SleepFor(absl::Milliseconds(1));
+  });
+  std::thread completer([&] { state->Complete(absl::OkStatus()); });
+  Request r(state);
+  EXPECT_TRUE(r.Wait(kLong).ok());
+  EXPECT_EQ(recorded.load(), 1);
+  release_callback = true;
+  completer.join();
+  EXPECT_TRUE(callback_started.load());
+
+  // Registered once the outcome is decided: inline, once, with it.
+  absl::Status late;
+  int late_runs = 0;
+  state->OnCompleting([&](absl::Status s) {
+    late = s;
+    ++late_runs;
+  });
+  EXPECT_EQ(late_runs, 1);
+  EXPECT_TRUE(late.ok());
+  EXPECT_FALSE(state->Complete(absl::CancelledError("again")));
+  EXPECT_EQ(recorded.load(), 1);
+  EXPECT_EQ(late_runs, 1);
+}
+
+// The same through MarkDone, which transports use to publish a batch of
+// completions before running any callback.
+TEST(RequestStateTest, MarkDoneRunsRecordersAndHandsBackCallbacks) {
+  auto state = std::make_shared<RequestState>();
+  absl::Status recorded = absl::UnknownError("not run");
+  int callbacks = 0;
+  state->OnCompleting([&](absl::Status s) { recorded = s; });
+  state->OnDone([&](absl::Status) { ++callbacks; });
+  DoneCallbacks to_run;
+  ASSERT_TRUE(state->MarkDone(absl::AbortedError("peer left"), &to_run));
+  EXPECT_EQ(recorded, absl::AbortedError("peer left"));
+  EXPECT_TRUE(state->done());
+  EXPECT_EQ(callbacks, 0);
+  ASSERT_EQ(to_run.size(), 1u);
+  std::move(to_run[0])(state->status());
+  EXPECT_EQ(callbacks, 1);
+}
+
 // Verifies that a second Complete returns false and keeps the first status.
 TEST(RequestStateTest, SecondCompleteKeepsFirstStatus) {
   auto state = std::make_shared<RequestState>();
