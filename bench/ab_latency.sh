@@ -8,8 +8,12 @@
 # minutes apart compare the host, not the code.
 #
 # Usage: bench/ab_latency.sh [--ranks N] [--rounds R] [--bytes B] [--iters I]
-#                            [--collective C] [--algorithm A] BIN BIN...
-#   --ranks N       loopback ranks (default 2)
+#                            [--collective C] [--algorithm A]
+#                            [--transport T] BIN BIN...
+#   --ranks N       ranks (default 2): threads on loopback, processes
+#                   started by tools/relayrun on ucx
+#   --transport T   loopback (default) or ucx (UCX_TLS as set, else
+#                   shm,self)
 #   --rounds R      alternating rounds (default 5); each round runs every
 #                   BIN once and yields its out-of-place and in-place times
 #   --bytes B       message size, as bench/collectives takes it (default 8)
@@ -26,6 +30,7 @@
 set -euo pipefail
 
 ranks=2 rounds=5 bytes=8 iters=20000 collective=all_reduce algorithm=""
+transport=loopback
 usage() { sed -n '/^# Usage:/,/^# Example/p' "$0" | sed 's/^# \{0,1\}//; $d'; }
 bins=()
 while (($#)); do
@@ -36,12 +41,21 @@ while (($#)); do
     --iters) iters="$2"; shift 2 ;;
     --collective) collective="$2"; shift 2 ;;
     --algorithm) algorithm="$2"; shift 2 ;;
+    --transport) transport="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "ab_latency.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
     *) bins+=("$1"); shift ;;
   esac
 done
 if ((${#bins[@]} < 1)); then usage >&2; exit 2; fi
+launch=()
+case "$transport" in
+  loopback) ;;
+  ucx)
+    export UCX_TLS="${UCX_TLS:-shm,self}"
+    launch=("$(dirname "$0")/../tools/relayrun" -n "$ranks" --no-prefix --) ;;
+  *) echo "ab_latency.sh: --transport is loopback or ucx, not $transport" >&2; exit 2 ;;
+esac
 for b in "${bins[@]}"; do
   [[ -x "${b%@*}" ]] || { echo "ab_latency.sh: ${b%@*} is not an executable" >&2; exit 2; }
 done
@@ -51,8 +65,9 @@ for ((r = 1; r <= rounds; r++)); do
   for b in "${bins[@]}"; do
     bin="${b%@*}" alg="$algorithm"
     [[ "$b" == *@* ]] && alg="${b##*@}"
-    out="$("$bin" --collective "$collective" --ranks "$ranks" -b "$bytes" \
-      -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
+    out="$("${launch[@]}" "$bin" --collective "$collective" \
+      --transport "$transport" $([[ $transport == loopback ]] && echo --ranks "$ranks") \
+      -b "$bytes" -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
       ${alg:+--algorithm "$alg"})" || {
       echo "ab_latency.sh: $b failed" >&2; exit 1; }
     # Data rows: time is column 6 (out of place) and 10 (in place).
@@ -60,7 +75,7 @@ for ((r = 1; r <= rounds; r++)); do
   done
   echo "round $r/$rounds done" >&2
 done
-echo "# $collective, $bytes B, $ranks ranks, $rounds rounds x $iters calls${algorithm:+, algorithm $algorithm}"
+echo "# $collective, $bytes B, $ranks ranks ($transport), $rounds rounds x $iters calls${algorithm:+, algorithm $algorithm}"
 for b in "${bins[@]}"; do
   printf '%s: median %s us (all: %s)\n' "$b" \
     "$(tr ' ' '\n' <<<"${times[$b]}" | grep . | sort -g |

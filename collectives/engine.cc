@@ -1,6 +1,7 @@
 #include "collectives/engine.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -196,6 +197,37 @@ Schedule BuildSchedule(CollectiveKind kind, Algorithm algorithm,
   return Schedule{};
 }
 
+std::shared_ptr<const Schedule> CachedSchedule(CollectiveKind kind,
+                                               Algorithm algorithm,
+                                               const ScheduleParams& params) {
+  struct Entry {
+    CollectiveKind kind;
+    Algorithm algorithm;
+    ScheduleParams params;
+    std::shared_ptr<const Schedule> schedule;
+  };
+  // A few entries: a training step cycles through a handful of shapes.
+  constexpr size_t kEntries = 8;
+  // Steps over every lane: a small collective's schedule has a few dozen.
+  constexpr size_t kMaxCachedSteps = 64;
+  thread_local std::array<Entry, kEntries> entries;
+  thread_local size_t next = 0;
+  for (const Entry& e : entries) {
+    if (e.schedule != nullptr && e.kind == kind && e.algorithm == algorithm &&
+        e.params == params) {
+      return e.schedule;
+    }
+  }
+  auto schedule = std::make_shared<const Schedule>(
+      BuildSchedule(kind, algorithm, params));
+  size_t steps = 0;
+  for (const Lane& lane : schedule->lanes) steps += lane.steps.size();
+  if (steps <= kMaxCachedSteps) {
+    entries[next++ % kEntries] = Entry{kind, algorithm, params, schedule};
+  }
+  return schedule;
+}
+
 absl::StatusOr<Request> ScheduleEngine::Start(
     std::shared_ptr<Transport> transport, const CollectiveArgs& args) const {
   if (!config_error_.ok()) return config_error_;
@@ -264,13 +296,13 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   ctx.window = pipeline_depth_;
   ctx.gate = args.gate;
   ctx.on_failure = args.on_failure;
-  Schedule schedule = BuildSchedule(args.kind, algorithm, params);
   if (on_device || host_stream_ops_ != nullptr) {
     return ExecuteScheduleOnStream(
-        std::move(schedule), std::move(ctx), args.stream,
-        on_device ? DeviceStreamOps() : host_stream_ops_);
+        BuildSchedule(args.kind, algorithm, params), std::move(ctx),
+        args.stream, on_device ? DeviceStreamOps() : host_stream_ops_);
   }
-  return ExecuteSchedule(std::move(schedule), std::move(ctx));
+  return ExecuteSchedule(CachedSchedule(args.kind, algorithm, params),
+                         std::move(ctx));
 }
 
 }  // namespace relay

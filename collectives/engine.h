@@ -72,6 +72,15 @@ class ScheduleEngine final : public CollectiveEngine {
 Schedule BuildSchedule(CollectiveKind kind, Algorithm algorithm,
                        const ScheduleParams& params);
 
+// BuildSchedule's result, reused: the calling thread keeps the last few
+// small schedules it built (a schedule is a pure function of its
+// arguments), so a loop of small collectives does not build and free one
+// per call. Per thread, so no lock; large schedules are built each time
+// (their transfers dwarf the build, and they would pin memory).
+std::shared_ptr<const Schedule> CachedSchedule(CollectiveKind kind,
+                                               Algorithm algorithm,
+                                               const ScheduleParams& params);
+
 }  // namespace relay
 
 #endif  // RELAY_COLLECTIVES_ENGINE_H_

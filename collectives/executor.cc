@@ -6,31 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/fixed_array.h"
+#include "absl/container/inlined_vector.h"
 #include "collectives/reduce.h"
 #include "runtime/tag.h"
 
 namespace relay {
 namespace {
-
-// The collective's request: waiting on it drives the transport's progress.
-class CollectiveRequest final : public RequestState {
- public:
-  CollectiveRequest(absl::Time deadline, std::weak_ptr<Transport> transport)
-      : RequestState(deadline), transport_(std::move(transport)) {}
-
- protected:
-  bool Progress() override {
-    std::shared_ptr<Transport> t = transport_.lock();
-    return t != nullptr && t->Progress();
-  }
-  void StoppedPolling() override {
-    std::shared_ptr<Transport> t = transport_.lock();
-    if (t != nullptr) t->StoppedPolling();
-  }
-
- private:
-  const std::weak_ptr<Transport> transport_;
-};
 
 // A staging buffer for a fallback RecvReduce (see ScheduleRun::TakeStaging).
 struct Staging {
@@ -70,29 +52,31 @@ class StagingCache {
   std::vector<Staging> free_;  // Guarded by mu_.
 };
 
-class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
+// One run of a schedule, and the collective's request: one allocation per
+// call (the run was a second object beside its request). Waiting on it
+// drives the transport's progress.
+class ScheduleRun final : public RequestState,
+                          public std::enable_shared_from_this<ScheduleRun> {
  public:
-  ~ScheduleRun() {
-    for (Staging& st : staging_pool_) StagingCache::Global().Give(std::move(st));
-  }
+  ~ScheduleRun() override { ReleaseMemory(); }
 
-  ScheduleRun(Schedule schedule, ExecutionContext ctx)
-      : schedule_(std::move(schedule)),
+  ScheduleRun(std::shared_ptr<const Schedule> schedule, ExecutionContext ctx)
+      : RequestState(ctx.deadline),
+        schedule_(std::move(schedule)),
         ctx_(std::move(ctx)),
+        transport_(ctx_.transport),
         element_size_(DataTypeSize(ctx_.dtype)),
         reduce_(GetReduceFn(ctx_.dtype, ctx_.op)),
         fused_(ctx_.transport->capabilities().fused_recv_reduce),
-        lanes_(schedule_.lanes.size()),
-        request_(std::make_shared<CollectiveRequest>(ctx_.deadline,
-                                                     ctx_.transport)) {
-    if (schedule_.scratch_count > 0) {
-      scratch_.reset(new char[schedule_.scratch_count * element_size_]);
+        lanes_(schedule_->lanes.size()) {
+    if (schedule_->scratch_count > 0) {
+      scratch_.reset(new char[schedule_->scratch_count * element_size_]);
     }
     for (LaneState& lane : lanes_) lane.run = this;
   }
 
   Request Start() {
-    Request out(request_);
+    Request out(shared_from_this());
     const size_t first = std::min(std::max<size_t>(ctx_.window, 1), lanes_.size());
     for (size_t l = 0; l < first; ++l) active_.push_back(l);
     next_lane_ = first;
@@ -112,8 +96,25 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
       Staging incoming;
       Region local, dst;
     };
-    std::vector<Deferred> deferred;
+    absl::InlinedVector<Deferred, 1> deferred;
   };
+
+  bool Progress() override {
+    std::shared_ptr<Transport> t = transport_.lock();
+    return t != nullptr && t->Progress();
+  }
+  void StoppedPolling() override {
+    std::shared_ptr<Transport> t = transport_.lock();
+    if (t != nullptr) t->StoppedPolling();
+  }
+
+  // The scratch and staging memory, given back once nothing can write into
+  // it: the request (this object) may be held long after it completed.
+  void ReleaseMemory() {
+    for (Staging& st : staging_pool_) StagingCache::Global().Give(std::move(st));
+    staging_pool_.clear();
+    scratch_.reset();
+  }
 
   // Several threads may complete requests at once; exactly one of them
   // advances the state machine, and re-runs it if more completions arrived
@@ -166,7 +167,7 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
   // Moves lane `l` as far as it can go; false once it has run every step.
   bool RunLane(size_t l) {
     LaneState& lane = lanes_[l];
-    const std::vector<Step>& steps = schedule_.lanes[l].steps;
+    const std::vector<Step>& steps = schedule_->lanes[l].steps;
     while (lane.step < steps.size()) {
       if (!lane.posted) {
         lane.posted = true;
@@ -299,11 +300,15 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
     // avoided", seen in ucx_conformance_test over TCP). Nothing runs the
     // transport after Finish: Advance returns at once.
     ctx_.transport.reset();
-    request_->Complete(std::move(status));
+    // After a failure other lanes' messages may still land in scratch:
+    // their memory then lives as long as the run.
+    if (status.ok()) ReleaseMemory();
+    Complete(std::move(status));
   }
 
-  const Schedule schedule_;
+  const std::shared_ptr<const Schedule> schedule_;
   ExecutionContext ctx_;  // Its transport is released by Finish.
+  const std::weak_ptr<Transport> transport_;  // For Progress after that.
   const size_t element_size_;
   const ReduceKernel reduce_;
   const bool fused_;
@@ -329,9 +334,10 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
     }
     return s;
   }
-  std::vector<LaneState> lanes_;
+  // Fixed at construction (LaneState holds an atomic); one lane inline.
+  absl::FixedArray<LaneState, 1> lanes_;
   // Touched only by the thread inside Kick().
-  std::vector<size_t> active_;
+  absl::InlinedVector<size_t, 4> active_;
   size_t next_lane_ = 0;
   bool finished_ = false;
 
@@ -339,7 +345,6 @@ class ScheduleRun : public std::enable_shared_from_this<ScheduleRun> {
   std::atomic<bool> has_error_{false};
   std::mutex error_mu_;
   absl::Status error_;  // Guarded by error_mu_.
-  std::shared_ptr<RequestState> request_;
 };
 
 }  // namespace
@@ -362,10 +367,16 @@ char* RegionAddress(const ExecutionContext& context, void* scratch,
                          : base + r.offset * DataTypeSize(context.dtype);
 }
 
-Request ExecuteSchedule(Schedule schedule, ExecutionContext context) {
+Request ExecuteSchedule(std::shared_ptr<const Schedule> schedule,
+                        ExecutionContext context) {
   auto run = std::make_shared<ScheduleRun>(std::move(schedule),
                                            std::move(context));
   return run->Start();
+}
+
+Request ExecuteSchedule(Schedule schedule, ExecutionContext context) {
+  return ExecuteSchedule(std::make_shared<const Schedule>(std::move(schedule)),
+                         std::move(context));
 }
 
 }  // namespace relay

@@ -49,6 +49,9 @@ struct ExecutionContext {
 };
 
 Request ExecuteSchedule(Schedule schedule, ExecutionContext context);
+// The same over a schedule that may be shared (a cached one: ScheduleCache).
+Request ExecuteSchedule(std::shared_ptr<const Schedule> schedule,
+                        ExecutionContext context);
 
 // The address of region `r` of a run over `context`'s buffers and its
 // `scratch` memory (null where the buffer is; shared by both executors).

@@ -114,6 +114,12 @@ struct ScheduleParams {
   bool in_place = false;
   bool average = false;  // Divide the reduced result by `size`.
   size_t lanes = 1;      // Pipeline segments, for builders that pipeline.
+
+  friend bool operator==(const ScheduleParams& a, const ScheduleParams& b) {
+    return a.rank == b.rank && a.size == b.size && a.root == b.root &&
+           a.count == b.count && a.in_place == b.in_place &&
+           a.average == b.average && a.lanes == b.lanes;
+  }
 };
 
 // Splits [0, count) into `parts` contiguous blocks whose sizes differ by at
