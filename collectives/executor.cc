@@ -67,8 +67,10 @@ class ScheduleRun final : public RequestState,
         transport_(ctx_.transport),
         element_size_(DataTypeSize(ctx_.dtype)),
         reduce_(GetReduceFn(ctx_.dtype, ctx_.op)),
-        fused_(ctx_.transport->capabilities().fused_recv_reduce),
         lanes_(schedule_->lanes.size()) {
+    const TransportCapabilities caps = ctx_.transport->capabilities();
+    fused_ = caps.fused_recv_reduce;
+    wait_spin_ = caps.wait_spin;
     if (schedule_->scratch_count > 0) {
       scratch_.reset(new char[schedule_->scratch_count * element_size_]);
     }
@@ -107,6 +109,7 @@ class ScheduleRun final : public RequestState,
     std::shared_ptr<Transport> t = transport_.lock();
     if (t != nullptr) t->StoppedPolling();
   }
+  std::chrono::nanoseconds SpinBudget() const override { return wait_spin_; }
 
   // The scratch and staging memory, given back once nothing can write into
   // it: the request (this object) may be held long after it completed.
@@ -311,7 +314,8 @@ class ScheduleRun final : public RequestState,
   const std::weak_ptr<Transport> transport_;  // For Progress after that.
   const size_t element_size_;
   const ReduceKernel reduce_;
-  const bool fused_;
+  bool fused_ = false;  // Set by the constructor, read-only after.
+  std::chrono::nanoseconds wait_spin_{};  // Likewise.
   std::unique_ptr<char[]> scratch_;
   // Staging buffers not in use. Buffers go back here once their step's
   // reduction ran, and the next step of any lane takes them again: reuse

@@ -9,6 +9,7 @@
 
 #if defined(__linux__)
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -68,39 +69,61 @@ inline void CpuRelax() {
 
 }  // namespace
 
-bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
-  DoneCallbacks recorders;
+int UsableCores() {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(1, CPU_COUNT(&set));
+  }
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::chrono::nanoseconds RequestState::SpinBudgetFor(int local_ranks) {
+  static const int cores = UsableCores();
+  return local_ranks <= cores ? kOwnCoreSpinBudget : kDefaultSpinBudget;
+}
+
+bool RequestState::Publish(absl::Status status) {
+  bool record = false;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (completing_) return false;
     completing_ = true;
     status_ = std::move(status);
-    if (recorders_.empty()) {
-      // seq_cst with the sleepers_ check below, and a sleeper's increment
-      // and check: either it sees done, or this sees it and wakes it.
-      done_.store(1, std::memory_order_seq_cst);
-      to_run->swap(callbacks_);
-    } else {
-      recorders.swap(recorders_);
-    }
+    record = !recorders_.empty();
+    // seq_cst with the sleepers_ check below, and a sleeper's increment and
+    // check: either it sees done, or this sees it and wakes it.
+    if (!record) done_.store(1, std::memory_order_seq_cst);
   }
-  if (!recorders.empty()) {
-    // Outside the lock (a recorder takes locks of its own), and before the
-    // outcome is published: a waiter that sees done sees what they wrote.
-    for (DoneCallback& r : recorders) std::move(r)(status_);
+  if (record) {
+    // Before the outcome is published, so a waiter that sees done sees what
+    // they wrote; outside the lock, as a recorder takes locks of its own.
+    // In place: once completing_ is set nobody adds to recorders_.
+    for (DoneCallback& r : recorders_) std::move(r)(status_);
+    recorders_.clear();
     std::lock_guard<SpinLock> lock(mu_);
     done_.store(1, std::memory_order_seq_cst);
-    to_run->swap(callbacks_);
   }
   // The caller holds a reference, so this is alive here.
   if (sleepers_.load(std::memory_order_seq_cst) > 0) WakeAll(&done_);
   return true;
 }
 
+bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
+  if (!Publish(std::move(status))) return false;
+  // Done: OnDone runs new callbacks inline now, and leaves callbacks_ alone.
+  to_run->swap(callbacks_);
+  return true;
+}
+
 bool RequestState::Complete(absl::Status status) {
-  DoneCallbacks callbacks;
-  if (!MarkDone(std::move(status), &callbacks)) return false;
-  for (DoneCallback& cb : callbacks) std::move(cb)(status_);
+  if (!Publish(std::move(status))) return false;
+  // In place (no swap into a local vector, which moved every callback
+  // through its manager): nobody adds to callbacks_ once done is set.
+  for (DoneCallback& cb : callbacks_) std::move(cb)(status_);
+  callbacks_.clear();
   return true;
 }
 

@@ -102,6 +102,15 @@ class RequestState {
   absl::Status Wait(absl::Time deadline);
   // SpinBudget() unless a subclass says otherwise.
   static constexpr std::chrono::nanoseconds kDefaultSpinBudget{500};
+  // The spin for a transport whose `local_ranks` ranks share this host's
+  // usable cores (UsableCores): kOwnCoreSpinBudget when each has a core of
+  // its own, so the peer it waits for is running and answers within
+  // microseconds; else the default, since a spinning rank would hold the
+  // core its peer needs. On a 2-core VM, 8 B all_reduce on 2 loopback ranks
+  // took 0.99 us with 5 us against 1.06 with 0.5 us, while on 4 ranks the
+  // long spin took 11.2 us against 7.5.
+  static constexpr std::chrono::nanoseconds kOwnCoreSpinBudget{5000};
+  static std::chrono::nanoseconds SpinBudgetFor(int local_ranks);
   // Non-blocking: drives progress once; true when done.
   bool Poll() {
     if (done()) return true;
@@ -155,6 +164,10 @@ class RequestState {
   // (a futex on Linux). A condition variable would do, but
   // std::condition_variable_any allocates a mutex per instance, and a
   // request is made for every operation.
+  // Decides the outcome, runs the recorders and publishes it; false if it
+  // was decided already.
+  bool Publish(absl::Status status);
+
   std::atomic<uint32_t> done_{0};
   std::atomic<int> sleepers_{0};  // Waiters asleep on done_, or going to.
   absl::Status status_;  // Written once, before completing_ is set.
@@ -163,8 +176,10 @@ class RequestState {
   // callback meet here (runtime/spin_lock.h).
   SpinLock mu_;
   bool completing_ = false;  // Guarded by mu_: the outcome is decided.
-  DoneCallbacks recorders_;  // Guarded by mu_.
-  DoneCallbacks callbacks_;  // Guarded by mu_.
+  // Guarded by mu_ until completing_ (recorders_) or done_ (callbacks_) is
+  // set; after that only the completing thread touches them.
+  DoneCallbacks recorders_;
+  DoneCallbacks callbacks_;
 };
 
 class Request {
@@ -198,6 +213,9 @@ class Request {
  private:
   std::shared_ptr<RequestState> state_;
 };
+
+// Cores this process may run on (its CPU affinity), at least 1.
+int UsableCores();
 
 // absl::Now() through the vDSO clock: a quarter of absl::Now()'s cost in
 // Debian's Abseil 20220623, and it is read on every operation. Built from

@@ -33,6 +33,7 @@
 #ifndef RELAY_RUNTIME_TRANSPORT_H_
 #define RELAY_RUNTIME_TRANSPORT_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -79,6 +80,11 @@ struct TransportCapabilities {
   // Operations are queued on CUDA streams (device memory): requests support
   // StreamWait, and PostBatch honours its stream.
   bool stream_ordered = false;
+  // How long a waiter on an operation over this transport polls before it
+  // starts yielding its core (RequestState::SpinBudget): an algorithm's own
+  // requests use it too. RequestState::SpinBudgetFor picks it from how many
+  // ranks share the host's cores.
+  std::chrono::nanoseconds wait_spin = RequestState::kDefaultSpinBudget;
 };
 
 // One send or receive of a batch (Transport::PostBatch).
