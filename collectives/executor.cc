@@ -192,52 +192,65 @@ class ScheduleRun final : public RequestState,
     // arrive inline cannot finish the step early.
     lane.pending.store(1, std::memory_order_relaxed);
     const Tag tag = CollectiveTag(ctx_.sequence, static_cast<int>(l));
-    Transport& t = *ctx_.transport;
+    // Receives before sends: a message that finds its receive posted lands
+    // in place (UCX's expected path, loopback's single copy), where one that
+    // arrives first waits in an unexpected queue and is copied again. The
+    // order of one pair's sends, and of its receives, is unchanged, which
+    // is all a transport without tags matches by.
     for (const Action& a : step.actions) {
-      if (!a.is_communication()) continue;
-      absl::StatusOr<Request> posted;
-      switch (a.kind) {
-        case Action::Kind::kSend:
-          posted = t.Isend(a.peer, tag, ConstRegion(a.src), ctx_.deadline);
-          break;
-        case Action::Kind::kRecv:
-          posted = t.Irecv(a.peer, tag, MutableRegion(a.dst), ctx_.deadline);
-          break;
-        case Action::Kind::kRecvReduce:
-          if (fused_) {
-            posted = t.IrecvReduce(a.peer, tag, ConstRegion(a.src),
-                                   MutableRegion(a.dst), reduce_,
-                                   ctx_.deadline);
-          } else {
-            LaneState::Deferred d;
-            d.incoming = TakeStaging(a.dst.count * element_size_);
-            d.local = a.src;
-            d.dst = a.dst;
-            Buffer into{d.incoming.bytes.get(), a.dst.count, ctx_.dtype,
-                        ctx_.recv.device};
-            lane.deferred.push_back(std::move(d));
-            posted = t.Irecv(a.peer, tag, into, ctx_.deadline);
-          }
-          break;
-        default:
-          break;
+      if (a.is_communication() && a.kind != Action::Kind::kSend) {
+        PostOne(lane, a, tag);
       }
-      if (!posted.ok()) {
-        RecordError(posted.status());
-        continue;
-      }
-      lane.pending.fetch_add(1, std::memory_order_relaxed);
-      // A pointer to the lane that owns the whole run (aliasing): 16 bytes,
-      // so the callback is stored inline, with no allocation per message.
-      posted->OnDone([lane_ref = std::shared_ptr<LaneState>(
-                          shared_from_this(), &lane)](absl::Status s) {
-        ScheduleRun* run = lane_ref->run;
-        if (!s.ok()) run->RecordError(std::move(s));
-        lane_ref->pending.fetch_sub(1, std::memory_order_acq_rel);
-        run->Kick();
-      });
+    }
+    for (const Action& a : step.actions) {
+      if (a.kind == Action::Kind::kSend) PostOne(lane, a, tag);
     }
     lane.pending.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  void PostOne(LaneState& lane, const Action& a, Tag tag) {
+    Transport& t = *ctx_.transport;
+    absl::StatusOr<Request> posted;
+    switch (a.kind) {
+      case Action::Kind::kSend:
+        posted = t.Isend(a.peer, tag, ConstRegion(a.src), ctx_.deadline);
+        break;
+      case Action::Kind::kRecv:
+        posted = t.Irecv(a.peer, tag, MutableRegion(a.dst), ctx_.deadline);
+        break;
+      case Action::Kind::kRecvReduce:
+        if (fused_) {
+          posted = t.IrecvReduce(a.peer, tag, ConstRegion(a.src),
+                                 MutableRegion(a.dst), reduce_,
+                                 ctx_.deadline);
+        } else {
+          LaneState::Deferred d;
+          d.incoming = TakeStaging(a.dst.count * element_size_);
+          d.local = a.src;
+          d.dst = a.dst;
+          Buffer into{d.incoming.bytes.get(), a.dst.count, ctx_.dtype,
+                      ctx_.recv.device};
+          lane.deferred.push_back(std::move(d));
+          posted = t.Irecv(a.peer, tag, into, ctx_.deadline);
+        }
+        break;
+      default:
+        return;
+    }
+    if (!posted.ok()) {
+      RecordError(posted.status());
+      return;
+    }
+    lane.pending.fetch_add(1, std::memory_order_relaxed);
+    // A pointer to the lane that owns the whole run (aliasing): 16 bytes,
+    // so the callback is stored inline, with no allocation per message.
+    posted->OnDone([lane_ref = std::shared_ptr<LaneState>(
+                        shared_from_this(), &lane)](absl::Status s) {
+      ScheduleRun* run = lane_ref->run;
+      if (!s.ok()) run->RecordError(std::move(s));
+      lane_ref->pending.fetch_sub(1, std::memory_order_acq_rel);
+      run->Kick();
+    });
   }
 
   void RunLocal(LaneState& lane, const Step& step) {
