@@ -287,6 +287,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
 
   ExecutionContext ctx;
   ctx.transport = std::move(transport);
+  ctx.caps = caps;
   ctx.send = args.send;
   ctx.recv = args.recv;
   ctx.dtype = dtype;

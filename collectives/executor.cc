@@ -68,9 +68,6 @@ class ScheduleRun final : public RequestState,
         element_size_(DataTypeSize(ctx_.dtype)),
         reduce_(GetReduceFn(ctx_.dtype, ctx_.op)),
         lanes_(schedule_->lanes.size()) {
-    const TransportCapabilities caps = ctx_.transport->capabilities();
-    fused_ = caps.fused_recv_reduce;
-    wait_spin_ = caps.wait_spin;
     if (schedule_->scratch_count > 0) {
       scratch_.reset(new char[schedule_->scratch_count * element_size_]);
     }
@@ -109,7 +106,9 @@ class ScheduleRun final : public RequestState,
     std::shared_ptr<Transport> t = transport_.lock();
     if (t != nullptr) t->StoppedPolling();
   }
-  std::chrono::nanoseconds SpinBudget() const override { return wait_spin_; }
+  std::chrono::nanoseconds SpinBudget() const override {
+    return ctx_.caps.wait_spin;
+  }
 
   // The scratch and staging memory, given back once nothing can write into
   // it: the request (this object) may be held long after it completed.
@@ -219,7 +218,7 @@ class ScheduleRun final : public RequestState,
         posted = t.Irecv(a.peer, tag, MutableRegion(a.dst), ctx_.deadline);
         break;
       case Action::Kind::kRecvReduce:
-        if (fused_) {
+        if (ctx_.caps.fused_recv_reduce) {
           posted = t.IrecvReduce(a.peer, tag, ConstRegion(a.src),
                                  MutableRegion(a.dst), reduce_,
                                  ctx_.deadline);
@@ -327,8 +326,6 @@ class ScheduleRun final : public RequestState,
   const std::weak_ptr<Transport> transport_;  // For Progress after that.
   const size_t element_size_;
   const ReduceKernel reduce_;
-  bool fused_ = false;  // Set by the constructor, read-only after.
-  std::chrono::nanoseconds wait_spin_{};  // Likewise.
   std::unique_ptr<char[]> scratch_;
   // Staging buffers not in use. Buffers go back here once their step's
   // reduction ran, and the next step of any lane takes them again: reuse

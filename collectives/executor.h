@@ -34,6 +34,9 @@ namespace relay {
 
 struct ExecutionContext {
   std::shared_ptr<Transport> transport;
+  // transport->capabilities(), read once by whoever builds the context (a
+  // virtual call that fills the whole struct, on every small collective).
+  TransportCapabilities caps;
   ConstBuffer send;
   Buffer recv;
   DataType dtype = DataType::kUint8;
