@@ -191,11 +191,11 @@ class ScheduleRun final : public RequestState,
     // arrive inline cannot finish the step early.
     lane.pending.store(1, std::memory_order_relaxed);
     const Tag tag = CollectiveTag(ctx_.sequence, static_cast<int>(l));
-    // Receives before sends: a message that finds its receive posted lands
-    // in place (UCX's expected path, loopback's single copy), where one that
-    // arrives first waits in an unexpected queue and is copied again. The
-    // order of one pair's sends, and of its receives, is unchanged, which
-    // is all a transport without tags matches by.
+    // Receives before sends: over UCX a message that finds its receive
+    // posted lands in place, where one that arrives first waits in the
+    // unexpected queue and is copied again (loopback copies once either
+    // way). The order of one pair's sends, and of its receives, is
+    // unchanged, which is all a transport without tags matches by.
     for (const Action& a : step.actions) {
       if (a.is_communication() && a.kind != Action::Kind::kSend) {
         PostOne(lane, a, tag);
@@ -388,9 +388,5 @@ Request ExecuteSchedule(std::shared_ptr<const Schedule> schedule,
   return run->Start();
 }
 
-Request ExecuteSchedule(Schedule schedule, ExecutionContext context) {
-  return ExecuteSchedule(std::make_shared<const Schedule>(std::move(schedule)),
-                         std::move(context));
-}
 
 }  // namespace relay

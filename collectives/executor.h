@@ -15,8 +15,10 @@
 // the request has failed; the caller's buffers must stay valid as long.
 //
 // Example:
-//   ExecutionContext ctx{transport, args.send, args.recv, ...};
-//   Request r = ExecuteSchedule(RingAllReduce(params), std::move(ctx));
+//   ExecutionContext ctx{transport, transport->capabilities(), ...};
+//   Request r = ExecuteSchedule(
+//       std::make_shared<const Schedule>(RingAllReduce(params)),
+//       std::move(ctx));
 #ifndef RELAY_COLLECTIVES_EXECUTOR_H_
 #define RELAY_COLLECTIVES_EXECUTOR_H_
 
@@ -51,8 +53,7 @@ struct ExecutionContext {
   std::shared_ptr<const FailureHook> on_failure;
 };
 
-Request ExecuteSchedule(Schedule schedule, ExecutionContext context);
-// The same over a schedule that may be shared (a cached one: ScheduleCache).
+// `schedule` may be shared with other runs (CachedSchedule, engine.h).
 Request ExecuteSchedule(std::shared_ptr<const Schedule> schedule,
                         ExecutionContext context);
 

@@ -115,6 +115,8 @@ struct ScheduleParams {
   bool average = false;  // Divide the reduced result by `size`.
   size_t lanes = 1;      // Pipeline segments, for builders that pipeline.
 
+  // Every field: CachedSchedule (engine.h) reuses a schedule only for equal
+  // params, so a field added above must be compared here too.
   friend bool operator==(const ScheduleParams& a, const ScheduleParams& b) {
     return a.rank == b.rank && a.size == b.size && a.root == b.root &&
            a.count == b.count && a.in_place == b.in_place &&

@@ -160,14 +160,14 @@ class RequestState {
   }
 
  private:
-  // 0 while pending, 1 once done; also the word sleeping waiters wait on
-  // (a futex on Linux). A condition variable would do, but
-  // std::condition_variable_any allocates a mutex per instance, and a
-  // request is made for every operation.
   // Decides the outcome, runs the recorders and publishes it; false if it
   // was decided already.
   bool Publish(absl::Status status);
 
+  // 0 while pending, 1 once done; also the word sleeping waiters wait on
+  // (a futex on Linux). A condition variable would do, but
+  // std::condition_variable_any allocates a mutex per instance, and a
+  // request is made for every operation.
   std::atomic<uint32_t> done_{0};
   std::atomic<int> sleepers_{0};  // Waiters asleep on done_, or going to.
   absl::Status status_;  // Written once, before completing_ is set.

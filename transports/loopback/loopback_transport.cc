@@ -1,6 +1,5 @@
 #include "transports/loopback/loopback_transport.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
