@@ -11,6 +11,7 @@
 #include "collectives/executor.h"
 #include "collectives/linear.h"
 #include "collectives/recursive.h"
+#include "collectives/shm.h"
 #include "collectives/ring.h"
 #include "collectives/stream_executor.h"
 #include "collectives/tree.h"
@@ -245,12 +246,13 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   }
   const bool on_device = OnDevice(args);
   if (on_device) {
-    if (!caps.stream_ordered || algorithm == Algorithm::kDirect) {
+    if (!caps.stream_ordered || algorithm == Algorithm::kDirect ||
+        algorithm == Algorithm::kShm) {
       return absl::UnimplementedError(absl::StrCat(
           CollectiveName(args.kind), ": relay's algorithm '",
           AlgorithmName(algorithm), "' on device buffers needs a "
           "stream-ordered transport (nccl) and an algorithm other than "
-          "direct; ", transport->name(), " is ",
+          "direct or shm; ", transport->name(), " is ",
           caps.stream_ordered ? "one" : "not"));
     }
     if (!DeviceStreamOpsAvailable()) {
@@ -261,6 +263,9 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   }
   if (algorithm == Algorithm::kDirect) {
     return StartDirect(std::move(transport), args, count);
+  }
+  if (algorithm == Algorithm::kShm) {
+    return StartShm(*transport, args, count, caps);
   }
   const DataType dtype = DataTypeOfCall(args);
 

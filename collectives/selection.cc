@@ -14,21 +14,23 @@
 namespace relay {
 
 absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind) {
-  // kDirect runs every collective, on transports with a shared address
-  // space only (ChooseAlgorithm and the communicator check that).
+  // kDirect and kShm run every collective, on transports with a shared
+  // address space or a shared-memory exchange only (ChooseAlgorithm and the
+  // communicator check that). kDirect comes first: on a tie it wins.
   static constexpr Algorithm kAllReduce[] = {
       Algorithm::kRing, Algorithm::kRecursiveDoubling,
-      Algorithm::kRabenseifner, Algorithm::kDirect};
-  static constexpr Algorithm kRingOnly[] = {Algorithm::kRing,
-                                            Algorithm::kDirect};
-  static constexpr Algorithm kTree[] = {Algorithm::kBinomialTree,
-                                        Algorithm::kDirect};
+      Algorithm::kRabenseifner, Algorithm::kDirect, Algorithm::kShm};
+  static constexpr Algorithm kRingOnly[] = {
+      Algorithm::kRing, Algorithm::kDirect, Algorithm::kShm};
+  static constexpr Algorithm kTree[] = {
+      Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kShm};
   static constexpr Algorithm kTreeOrLinear[] = {
-      Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kDirect};
-  static constexpr Algorithm kPairwise[] = {Algorithm::kPairwise,
-                                            Algorithm::kDirect};
-  static constexpr Algorithm kDissemination[] = {Algorithm::kDissemination,
-                                                 Algorithm::kDirect};
+      Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kDirect,
+      Algorithm::kShm};
+  static constexpr Algorithm kPairwise[] = {
+      Algorithm::kPairwise, Algorithm::kDirect, Algorithm::kShm};
+  static constexpr Algorithm kDissemination[] = {
+      Algorithm::kDissemination, Algorithm::kDirect, Algorithm::kShm};
   switch (kind) {
     case CollectiveKind::kAllReduce: return kAllReduce;
     case CollectiveKind::kAllGather:
@@ -44,8 +46,8 @@ absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind) {
 }
 
 bool IsScheduled(Algorithm algorithm) {
-  return algorithm != Algorithm::kDirect && algorithm != Algorithm::kAuto &&
-         algorithm != Algorithm::kNative;
+  return algorithm != Algorithm::kDirect && algorithm != Algorithm::kShm &&
+         algorithm != Algorithm::kAuto && algorithm != Algorithm::kNative;
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
@@ -55,7 +57,8 @@ bool Implements(Algorithm algorithm, CollectiveKind kind) {
 
 double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
                       int size, const TransportCapabilities& caps) {
-  // Reads caps.latency_us, bandwidth_gbps and shared_address_space only:
+  // Reads caps.latency_us, bandwidth_gbps, shared_address_space and
+  // exchange_bytes only:
   // ChooseAlgorithmCached keys its memo on exactly these, so a model that
   // reads another field must add it there.
   const double n = size, S = static_cast<double>(bytes);
@@ -129,6 +132,23 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       return alpha / 2 + traffic * T * beta +
              0.6 * (1.0 + written) * (S - T) * beta;
     }
+    case Algorithm::kShm: {
+      // `bytes` is S as above; the largest contribution (shm.h) must fit.
+      const size_t per_rank =
+          kind == CollectiveKind::kAllGather || kind == CollectiveKind::kGather
+              ? bytes / static_cast<size_t>(size)
+              : bytes;
+      if (caps.exchange_bytes == 0 || per_rank > caps.exchange_bytes) break;
+      // One hand-off, like direct, plus the copy into the slots: direct's
+      // traffic and one more S. So never below direct, which a transport
+      // with both (loopback) keeps; all_gather's is an overestimate (it
+      // reads S, not n S), which only matters against direct.
+      const double traffic = kind == CollectiveKind::kAllReduce ||
+                                     kind == CollectiveKind::kAllGather
+                                 ? n + 1
+                                 : 2;
+      return alpha / 2 + traffic * S * beta;
+    }
     case Algorithm::kAuto:
     case Algorithm::kNative:
       break;
@@ -156,6 +176,7 @@ Algorithm ChooseAlgorithmCached(CollectiveKind kind, size_t bytes, int size,
     int size = 0;
     double latency_us = 0, bandwidth_gbps = 0;
     bool shared_address_space = false;
+    size_t exchange_bytes = 0;
     Algorithm chosen = Algorithm::kAuto;
   };
   constexpr int kKinds = static_cast<int>(CollectiveKind::kBarrier) + 1;
@@ -164,11 +185,18 @@ Algorithm ChooseAlgorithmCached(CollectiveKind kind, size_t bytes, int size,
   if (m.valid && m.bytes == bytes && m.size == size &&
       m.latency_us == caps.latency_us &&
       m.bandwidth_gbps == caps.bandwidth_gbps &&
-      m.shared_address_space == caps.shared_address_space) {
+      m.shared_address_space == caps.shared_address_space &&
+      m.exchange_bytes == caps.exchange_bytes) {
     return m.chosen;
   }
-  m = {true, bytes, size, caps.latency_us, caps.bandwidth_gbps,
-       caps.shared_address_space, ChooseAlgorithm(kind, bytes, size, caps)};
+  m = {true,
+       bytes,
+       size,
+       caps.latency_us,
+       caps.bandwidth_gbps,
+       caps.shared_address_space,
+       caps.exchange_bytes,
+       ChooseAlgorithm(kind, bytes, size, caps)};
   return m.chosen;
 }
 

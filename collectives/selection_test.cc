@@ -20,8 +20,20 @@ TransportCapabilities LoopbackLike() {
   caps.host_memory = true;
   caps.fused_recv_reduce = true;
   caps.shared_address_space = true;
+  caps.exchange_bytes = 64 << 10;
   caps.latency_us = 1.0;
   caps.bandwidth_gbps = 10.0;
+  return caps;
+}
+
+// What the UCX transport reports for ranks on one host (a shared-memory
+// exchange, no shared address space).
+TransportCapabilities UcxOneHostLike() {
+  TransportCapabilities caps;
+  caps.host_memory = true;
+  caps.exchange_bytes = 64 << 10;
+  caps.latency_us = 2.0;
+  caps.bandwidth_gbps = 5.0;
   return caps;
 }
 
@@ -88,8 +100,9 @@ TEST(SelectionTest, ChooseAlgorithmBySize) {
   TransportCapabilities caps = LoopbackLike();
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, caps),
             Algorithm::kDirect);
-  TransportCapabilities apart = caps;
+  TransportCapabilities apart = caps;  // Ranks on several hosts.
   apart.shared_address_space = false;
+  apart.exchange_bytes = 0;
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, apart),
             Algorithm::kRecursiveDoubling);
   // On 2 ranks both take one hand-off, but direct's has no step's
@@ -186,7 +199,8 @@ TEST(SelectionTest, LoopbackAllReduceIsAlwaysDirect) {
 }
 
 // Verifies that EstimateMicros is finite, non-negative and never decreases as
-// the message grows, for every algorithm of every kind.
+// the message grows, for every algorithm of every kind (shm: finite while
+// the largest contribution fits the slots, infinite past that).
 TEST(SelectionTest, EstimateMicrosMonotonicInBytes) {
   const TransportCapabilities caps = LoopbackLike();
   for (CollectiveKind kind : AllCollectiveKinds()) {
@@ -199,9 +213,64 @@ TEST(SelectionTest, EstimateMicrosMonotonicInBytes) {
           EXPECT_GE(t, previous) << CollectiveName(kind) << " "
                                  << AlgorithmName(a) << " size=" << size
                                  << " bytes=" << bytes;
-          EXPECT_LT(t, 1e12) << CollectiveName(kind) << " " << AlgorithmName(a);
+          const bool fits = a != Algorithm::kShm || bytes <= caps.exchange_bytes;
+          if (fits) {
+            EXPECT_LT(t, 1e12)
+                << CollectiveName(kind) << " " << AlgorithmName(a);
+          } else if (kind != CollectiveKind::kAllGather &&
+                     kind != CollectiveKind::kGather) {
+            EXPECT_EQ(t, std::numeric_limits<double>::infinity())
+                << CollectiveName(kind) << " size=" << size
+                << " bytes=" << bytes;
+          }
           previous = t;
         }
+      }
+    }
+  }
+}
+
+// Verifies that ranks on one host without a shared address space (UCX over
+// shared memory) take shm for every small collective, and leave it once the
+// message outgrows it or the transport has no exchange.
+TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
+  const TransportCapabilities caps = UcxOneHostLike();
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (int size : {2, 4, 8}) {
+      EXPECT_EQ(ChooseAlgorithm(kind, 8 * static_cast<size_t>(size), size,
+                                caps),
+                Algorithm::kShm)
+          << CollectiveName(kind) << " on " << size;
+      if (kind == CollectiveKind::kBarrier) continue;
+      EXPECT_NE(ChooseAlgorithm(kind, size_t{16} << 20, size, caps),
+                Algorithm::kShm)
+          << CollectiveName(kind) << " on " << size;
+    }
+  }
+  TransportCapabilities apart = caps;
+  apart.exchange_bytes = 0;
+  EXPECT_EQ(EstimateMicros(Algorithm::kShm, CollectiveKind::kAllReduce, 8, 2,
+                           apart),
+            std::numeric_limits<double>::infinity());
+  EXPECT_NE(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 2, apart),
+            Algorithm::kShm);
+  // The memo keys on the exchange too.
+  EXPECT_EQ(ChooseAlgorithmCached(CollectiveKind::kAllReduce, 8, 2, caps),
+            Algorithm::kShm);
+  EXPECT_NE(ChooseAlgorithmCached(CollectiveKind::kAllReduce, 8, 2, apart),
+            Algorithm::kShm);
+}
+
+// Verifies that loopback, which has both, never picks shm over direct
+// (direct moves less: it reads the peers' buffers in place).
+TEST(SelectionTest, LoopbackNeverPrefersShmToDirect) {
+  const TransportCapabilities caps = LoopbackLike();
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (int size : {1, 2, 3, 8, 16}) {
+      for (size_t bytes = 0; bytes <= (size_t{1} << 20);
+           bytes = bytes == 0 ? 1 : bytes * 4) {
+        EXPECT_NE(ChooseAlgorithm(kind, bytes, size, caps), Algorithm::kShm)
+            << CollectiveName(kind) << " size=" << size << " bytes=" << bytes;
       }
     }
   }

@@ -56,6 +56,7 @@ absl::string_view AlgorithmName(Algorithm algorithm) {
     case Algorithm::kPairwise: return "pairwise";
     case Algorithm::kDissemination: return "dissemination";
     case Algorithm::kDirect: return "direct";
+    case Algorithm::kShm: return "shm";
   }
   return "invalid";
 }
@@ -66,13 +67,13 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
        {Algorithm::kAuto, Algorithm::kNative, Algorithm::kRing,
         Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
         Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kPairwise,
-        Algorithm::kDissemination, Algorithm::kDirect}) {
+        Algorithm::kDissemination, Algorithm::kDirect, Algorithm::kShm}) {
     if (n == AlgorithmName(a)) return a;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown algorithm '", name,
       "' (expected auto, native, ring, recursive_doubling, rabenseifner, "
-      "binomial, linear, pairwise, dissemination or direct)"));
+      "binomial, linear, pairwise, dissemination, direct or shm)"));
 }
 
 bool IsRooted(CollectiveKind kind) {

@@ -70,6 +70,10 @@ enum class Algorithm : uint8_t {
   kDirect,              // Every collective, on transports whose ranks share
                         // an address space: one rendezvous, buffers read in
                         // place (collectives/direct.h). Small messages.
+  kShm,                 // Every collective, on transports with a shared-
+                        // memory exchange (ranks on one host): one exchange
+                        // through shared slots (collectives/shm.h). Small
+                        // messages.
 };
 
 const std::vector<CollectiveKind>& AllCollectiveKinds();

@@ -217,6 +217,12 @@ absl::StatusOr<Request> Communicator::StartCollective(
         CollectiveName(args.kind), ": algorithm 'direct' needs ranks that "
         "share an address space, which ", transport_->name(), " lacks"));
   }
+  if (args.algorithm == Algorithm::kShm && caps.exchange_bytes == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveName(args.kind), ": algorithm 'shm' needs a shared-memory "
+        "exchange (ranks on one host), which ", transport_->name(),
+        " does not have here"));
+  }
   const bool on_device = (args.send.count > 0 && !args.send.device.is_host()) ||
                          (args.recv.count > 0 && !args.recv.device.is_host());
   RELAY_RETURN_IF_ERROR(transport_->CheckMemory(args.send, "send buffer"));

@@ -19,6 +19,8 @@
 //                for transports that can see the sender's bytes (loopback,
 //                shared memory); algorithms fall back to Irecv + reduce.
 //   Collective   a native collective (NCCL's), used before relay's algorithms.
+//   Exchange     small contributions handed to every rank through shared
+//                memory (ranks on one host), for the shm algorithm.
 //
 // Lifetime and ownership. A Transport is owned by its Communicator (by
 // unique_ptr) and outlives every request it returned: the communicator aborts
@@ -48,6 +50,7 @@
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
 #include "runtime/request.h"
+#include "runtime/slot_exchange.h"
 #include "runtime/store.h"
 #include "runtime/tag.h"
 
@@ -66,6 +69,9 @@ struct TransportCapabilities {
   // Every rank's memory is addressable from every rank (threads of one
   // process): Rendezvous() is implemented.
   bool shared_address_space = false;
+  // The largest contribution Exchange() takes; 0: it is not implemented
+  // (ranks on several hosts, or no shared memory).
+  size_t exchange_bytes = 0;
   // Cost model inputs (alpha-beta): per-message latency and per-link
   // bandwidth, used to pick algorithms by message size and rank count.
   double latency_us = 5.0;
@@ -151,6 +157,32 @@ class Transport {
         (void)deadline;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-address-space rendezvous"));
+  }
+
+  // For transports whose ranks share memory on one host (capabilities()
+  // .exchange_bytes > 0): every rank of the group calls Exchange in the
+  // same order, with the same `tag` (a collective's), and its
+  // contribution, `bytes` bytes at `data` (ranks may bring different
+  // sizes, none more than exchange_bytes). Once every rank's contribution
+  // is visible, `finish` runs on this rank with all of them in rank order
+  // and a copy of `context` (at most SlotExchange::kMaxContextBytes), then
+  // this rank's request completes, whatever the other ranks' requests are
+  // doing: the transport keeps the contributions in its own memory, so a
+  // rank's buffers are free once its own request is done. An exchange
+  // moves when this rank waits on or tests any request of the transport
+  // (runtime/slot_exchange.h describes the protocol). A peer that aborts
+  // fails it with Unavailable; ranks that disagree on the order, with
+  // Internal.
+  virtual absl::StatusOr<Request> Exchange(uint64_t tag, const void* data,
+                                           size_t bytes,
+                                           ExchangeFinishFn finish,
+                                           const void* context,
+                                           size_t context_bytes,
+                                           absl::Time deadline) {
+    (void)tag, (void)data, (void)bytes, (void)finish, (void)context,
+        (void)context_bytes, (void)deadline;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " has no shared-memory exchange"));
   }
 
   // Posts every op of `ops` at once (an exchange cannot deadlock) and

@@ -216,10 +216,12 @@ std::vector<ConformanceCase> CasesForSizes(absl::Span<const int> sizes) {
       }
     }
   }
-  // 3. Large: over a million elements, pipelined into many segments.
+  // 3. Large: over a million elements, pipelined into many segments (not
+  // for shm, whose contributions must fit a transport's slots).
   for (CollectiveKind kind : AllCollectiveKinds()) {
     if (kind == CollectiveKind::kBarrier) continue;
     for (Algorithm algorithm : AlgorithmsFor(kind)) {
+      if (algorithm == Algorithm::kShm) continue;
       for (int size : {2, 5}) {
         add({kind, algorithm, size, (size_t{1} << 20) + 3, DataType::kFloat32,
              ReduceOp::kSum, size - 1, false});
@@ -283,7 +285,10 @@ std::vector<ConformanceCase> NativeConformanceCases(int size) {
 std::vector<ConformanceCase> DeviceConformanceCases(int size) {
   std::vector<ConformanceCase> cases = NativeConformanceCases(size);
   for (const ConformanceCase& c : ConformanceCasesForSize(size)) {
-    if (c.algorithm != Algorithm::kDirect) cases.push_back(c);
+    // Direct and shm run on host memory only.
+    if (c.algorithm != Algorithm::kDirect && c.algorithm != Algorithm::kShm) {
+      cases.push_back(c);
+    }
   }
   return cases;
 }

@@ -110,6 +110,8 @@ int Main(int argc, char** argv) {
     if (c.algorithm == Algorithm::kDirect && !caps.shared_address_space) {
       continue;
     }
+    // And shm, ranks with a shared-memory exchange (on one host).
+    if (c.algorithm == Algorithm::kShm && caps.exchange_bytes == 0) continue;
     if (quick && c.count > (size_t{1} << 20)) continue;
     if (!filter.empty() && !absl::StrContains(c.Name(), filter)) continue;
     cases.push_back(c);

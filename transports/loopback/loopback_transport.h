@@ -9,6 +9,10 @@
 //     (NCCL's recvReduceCopy), so a ring step reads each input once.
 //   - Nothing spins forever: requests spin briefly, then sleep
 //     (runtime/request.h), so sixteen ranks share two cores.
+//   - Exchange (the shm algorithm) runs over slots in ordinary memory
+//     (runtime/slot_exchange.h): the same code as over a shared-memory
+//     segment between processes, so the loopback suites test it. The cost
+//     model keeps the direct algorithm here, which moves less.
 // Sends complete when their receive has copied the data (rendezvous), so an
 // algorithm must post both sides of an exchange before waiting on either.
 //
@@ -35,6 +39,7 @@
 #include <memory>
 
 #include "absl/strings/string_view.h"
+#include "runtime/slot_exchange.h"
 #include "runtime/transport.h"
 
 namespace relay {
@@ -84,6 +89,10 @@ class LoopbackTransport final : public Transport {
                                      size_t record_bytes, CombineFn combine,
                                      size_t parts,
                                      absl::Time deadline) override;
+  absl::StatusOr<Request> Exchange(uint64_t tag, const void* data,
+                                   size_t bytes, ExchangeFinishFn finish,
+                                   const void* context, size_t context_bytes,
+                                   absl::Time deadline) override;
   void Abort(absl::Status reason) override;
 
  private:
@@ -95,6 +104,9 @@ class LoopbackTransport final : public Transport {
   const int rank_;
   const std::shared_ptr<const LoopbackRankEnd> end_;  // For requests.
   const LoopbackOptions options_;
+  // Over the fabric's exchange region; declared after fabric_, so it goes
+  // first.
+  const std::unique_ptr<SlotExchange> exchange_;
 };
 
 class LoopbackTransportFactory final : public TransportFactory {

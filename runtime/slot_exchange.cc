@@ -1,0 +1,237 @@
+#include "runtime/slot_exchange.h"
+
+#include <cstring>
+#include <mutex>
+#include <utility>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+
+namespace relay {
+namespace {
+
+constexpr size_t kLine = 64;
+
+size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+// The head of a slot; the contribution follows it, so a small one shares
+// the stamp's cache line and a peer's read of it costs one line transfer.
+// Only the owner writes a slot; `tag` and `bytes` are plain fields, ordered
+// by the stamp's release and acquire.
+struct SlotExchange::SlotHeader {
+  std::atomic<uint64_t> stamp;  // k + 1 once exchange k's data is in place.
+  uint64_t tag;
+  uint64_t bytes;
+  char* data() { return reinterpret_cast<char*>(this + 1); }
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "the stamp is shared between processes");
+
+// Per rank, on a line of its own: read by peers only while they wait.
+struct SlotExchange::RankFlags {
+  std::atomic<uint32_t> aborted;
+};
+
+class SlotExchange::Op final : public RequestState {
+ public:
+  Op(absl::Time deadline, SlotExchange* exchange)
+      : RequestState(deadline), owner(exchange) {}
+
+  SlotExchange* const owner;
+  uint64_t exchange = 0;
+  uint64_t tag = 0;
+  const void* data = nullptr;
+  size_t bytes = 0;
+  ExchangeFinishFn finish = nullptr;
+  int first_missing = 0;  // Ranks below it have been seen ready.
+  alignas(16) char context[kMaxContextBytes];
+
+ protected:
+  bool Progress() override { return owner->Progress(); }
+  std::chrono::nanoseconds SpinBudget() const override { return owner->spin_; }
+};
+
+size_t SlotExchange::RegionBytes(int size, size_t slot_bytes) {
+  static_assert(sizeof(SlotHeader) == 24, "an 8 B contribution shares the "
+                "stamp's cache line");
+  const size_t n = static_cast<size_t>(size);
+  return n * kLine + n * 2 * RoundUp(sizeof(SlotHeader) + slot_bytes, kLine);
+}
+
+SlotExchange::SlotExchange(void* region, int rank, int size,
+                           size_t slot_bytes, std::chrono::nanoseconds spin)
+    : region_(static_cast<char*>(region)),
+      rank_(rank),
+      size_(size),
+      slot_bytes_(slot_bytes),
+      slot_stride_(RoundUp(sizeof(SlotHeader) + slot_bytes, kLine)),
+      spin_(spin) {}
+
+SlotExchange::~SlotExchange() {
+  Abort(absl::CancelledError("the exchange was destroyed"));
+}
+
+SlotExchange::RankFlags* SlotExchange::FlagsOf(int rank) const {
+  return reinterpret_cast<RankFlags*>(region_ +
+                                      static_cast<size_t>(rank) * kLine);
+}
+
+SlotExchange::SlotHeader* SlotExchange::SlotOf(int rank,
+                                               uint64_t exchange) const {
+  const size_t index = static_cast<size_t>(rank) * 2 + (exchange & 1);
+  return reinterpret_cast<SlotHeader*>(
+      region_ + static_cast<size_t>(size_) * kLine + index * slot_stride_);
+}
+
+absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
+                                            size_t bytes,
+                                            ExchangeFinishFn finish,
+                                            const void* context,
+                                            size_t context_bytes,
+                                            absl::Time deadline) {
+  if (bytes > slot_bytes_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange of ", bytes, " bytes; slots hold ",
+                     slot_bytes_));
+  }
+  if (data == nullptr && bytes > 0) {
+    return absl::InvalidArgumentError("exchange: null data with bytes");
+  }
+  if (finish == nullptr) {
+    return absl::InvalidArgumentError("exchange: null finish function");
+  }
+  if (context_bytes > kMaxContextBytes ||
+      (context == nullptr && context_bytes > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "exchange: context of ", context_bytes, " bytes (at most ",
+        kMaxContextBytes, ", not null)"));
+  }
+  auto op = std::make_shared<Op>(deadline, this);
+  op->tag = tag;
+  op->data = data;
+  op->bytes = bytes;
+  op->finish = finish;
+  if (context_bytes > 0) std::memcpy(op->context, context, context_bytes);
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (!aborted_.ok()) {
+      op->Complete(aborted_);
+      return Request(std::move(op));
+    }
+    op->exchange = next_exchange_++;
+    queue_.push_back(op);
+    pending_.store(true, std::memory_order_relaxed);
+  }
+  // Publishes it at once if nothing is ahead of it, and finishes it if the
+  // peers are there already.
+  Progress();
+  return Request(std::move(op));
+}
+
+void SlotExchange::Publish(Op& op) {
+  SlotHeader* slot = SlotOf(rank_, op.exchange);
+  slot->tag = op.tag;
+  slot->bytes = op.bytes;
+  if (op.bytes > 0) std::memcpy(slot->data(), op.data, op.bytes);
+  slot->stamp.store(op.exchange + 1, std::memory_order_release);
+  published_ = op.exchange + 1;
+}
+
+bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
+  for (int r = op.first_missing; r < size_; ++r) {
+    const SlotHeader* slot = SlotOf(r, op.exchange);
+    const uint64_t stamp = slot->stamp.load(std::memory_order_acquire);
+    if (stamp == op.exchange + 1) {
+      if (slot->tag != op.tag) {
+        *failure = absl::InternalError(absl::StrCat(
+            "shared-memory exchange ", op.exchange, ": rank ", r,
+            " is in operation ", slot->tag, ", rank ", rank_, " in ", op.tag,
+            " (the ranks called collectives in different orders, or chose "
+            "different algorithms: every rank needs the same "
+            "RELAY_ALGORITHM)"));
+        return false;
+      }
+      op.first_missing = r + 1;
+      continue;
+    }
+    if (stamp > op.exchange + 1) {
+      *failure = absl::InternalError(absl::StrCat(
+          "shared-memory exchange ", op.exchange, ": rank ", r,
+          " is already at exchange ", stamp - 1));
+      return false;
+    }
+    // Not there yet. Any rank that aborted, this one or one that already
+    // contributed, means the group will not get past this exchange (the
+    // flags' lines are never written otherwise, so this reads from cache).
+    for (int a = 0; a < size_; ++a) {
+      if (FlagsOf(a)->aborted.load(std::memory_order_acquire) != 0) {
+        *failure = absl::UnavailableError(
+            absl::StrCat("rank ", a, " aborted (shared-memory exchange ",
+                         op.exchange, ")"));
+        break;
+      }
+    }
+    return false;
+  }
+  return true;
+}
+
+void SlotExchange::Finish(Op& op) {
+  absl::InlinedVector<Contribution, 16> all(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    SlotHeader* slot = SlotOf(r, op.exchange);
+    all[static_cast<size_t>(r)] = {slot->data(),
+                                   static_cast<size_t>(slot->bytes)};
+  }
+  op.finish(absl::MakeConstSpan(all), op.context);
+}
+
+bool SlotExchange::Progress() {
+  if (!pending_.load(std::memory_order_relaxed)) return false;
+  std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  // Completed outside the lock: a completion callback may start the next
+  // exchange.
+  absl::InlinedVector<std::shared_ptr<Op>, 4> finished;
+  absl::Status failure;
+  while (!queue_.empty()) {
+    Op& op = *queue_.front();
+    if (published_ == op.exchange) Publish(op);
+    if (!Ready(op, &failure)) break;
+    Finish(op);
+    finished.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  absl::InlinedVector<std::shared_ptr<Op>, 4> failed;
+  if (!failure.ok()) {
+    // The exchanges are out of step for good: nothing queued or later can
+    // finish either.
+    aborted_ = failure;
+    FlagsOf(rank_)->aborted.store(1, std::memory_order_release);
+    for (auto& op : queue_) failed.push_back(std::move(op));
+    queue_.clear();
+  }
+  pending_.store(!queue_.empty(), std::memory_order_relaxed);
+  lock.unlock();
+  for (auto& op : finished) op->Complete(absl::OkStatus());
+  for (auto& op : failed) op->Complete(failure);
+  return !finished.empty();
+}
+
+void SlotExchange::Abort(absl::Status reason) {
+  if (reason.ok()) reason = absl::CancelledError("aborted");
+  std::deque<std::shared_ptr<Op>> queued;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (!aborted_.ok()) return;
+    aborted_ = reason;
+    FlagsOf(rank_)->aborted.store(1, std::memory_order_release);
+    queued.swap(queue_);
+    pending_.store(false, std::memory_order_relaxed);
+  }
+  for (auto& op : queued) op->Complete(reason);
+}
+
+}  // namespace relay
