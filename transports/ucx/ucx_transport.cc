@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -20,7 +21,11 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "runtime/shared_segment.h"
+#include "runtime/slot_exchange.h"
 #include "transports/ucx/ucx_status.h"
 
 namespace relay {
@@ -67,6 +72,31 @@ absl::StatusOr<ContextPtr> CreateContext(int ranks, bool wakeup = false) {
   ucp_config_release(config);
   if (s != UCS_OK) return UcxError("ucp_init", s);
   return ContextPtr(context);
+}
+
+// Each rank's slot in the shared-memory exchange (the shm algorithm): the
+// largest contribution it carries.
+constexpr size_t kUcxExchangeBytes = 64 << 10;
+
+// Whether UCX_TLS (the user's choice of wires, `tls`; null if unset)
+// allows shared memory between processes. The shm algorithm's exchange is
+// shared memory too, so it follows the same choice: a job told to use TCP
+// (UCX_TLS=tcp, or the two-host test's namespaces on one machine) does not
+// take it behind the user's back.
+bool TlsAllowSharedMemory(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return true;  // UCX picks: it would.
+  absl::string_view list(tls);
+  const bool excluding = absl::ConsumePrefix(&list, "^");
+  bool named = false;
+  for (absl::string_view name : absl::StrSplit(list, ',')) {
+    name = absl::StripAsciiWhitespace(name);
+    if (name == "shm" || name == "sm" || name == "posix" || name == "sysv" ||
+        name == "cma" || name == "xpmem" || name == "knem" ||
+        (!excluding && name == "all")) {
+      named = true;
+    }
+  }
+  return excluding ? !named : named;
 }
 
 // How a rank waits for UCX (RELAY_UCX_WAIT).
@@ -238,6 +268,25 @@ class UcxTransport final : public Transport {
         wait_ == UcxWait::kBlock ||
         (wait_ == UcxWait::kAuto && local_ranks > UsableCores());
     wait_spin_ = RequestState::SpinBudgetFor(local_ranks);
+    if (local_ranks == size_ && TlsAllowSharedMemory(std::getenv("UCX_TLS"))) {
+      // Every rank on this host: small collectives go through a shared-
+      // memory exchange (the shm algorithm) instead of messages. Every rank
+      // learns the same verdict; without a segment they use messages.
+      absl::StatusOr<std::unique_ptr<SharedSegment>> segment =
+          SharedSegment::Create(*config.store, "ucx/shm", rank_, size_,
+                                SlotExchange::RegionBytes(size_,
+                                                          kUcxExchangeBytes),
+                                config.timeout);
+      if (segment.ok()) {
+        segment_ = *std::move(segment);
+        exchange_ = std::make_unique<SlotExchange>(
+            segment_->data(), rank_, size_, kUcxExchangeBytes, wait_spin_);
+      } else if (rank_ == 0) {
+        std::fprintf(stderr, "relay: ucx: no shared-memory exchange, small "
+                     "collectives use messages: %s\n",
+                     std::string(segment.status().message()).c_str());
+      }
+    }
     if (want_blocking && progress_thread_enabled_) {
       // Without the wakeup feature (a build or transport that lacks it)
       // the rank polls, as it would with enough cores.
@@ -286,7 +335,20 @@ class UcxTransport final : public Transport {
     caps.bandwidth_gbps = 5.0;
     caps.max_user_tag = kUcxMaxUserTag;
     caps.wait_spin = wait_spin_;
+    caps.exchange_bytes = exchange_ != nullptr ? kUcxExchangeBytes : 0;
     return caps;
+  }
+
+  absl::StatusOr<Request> Exchange(uint64_t tag, const void* data,
+                                   size_t bytes, ExchangeFinishFn finish,
+                                   const void* context, size_t context_bytes,
+                                   absl::Time deadline) override {
+    if (exchange_ == nullptr) {
+      return Transport::Exchange(tag, data, bytes, finish, context,
+                                 context_bytes, deadline);
+    }
+    return exchange_->Start(tag, data, bytes, finish, context, context_bytes,
+                            deadline);
   }
 
   absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
@@ -312,6 +374,7 @@ class UcxTransport final : public Transport {
   // still yields the core every few polls, so ranks that outnumber the
   // cores get their turn.
   bool Progress() override {
+    if (exchange_ != nullptr && exchange_->Progress()) return true;
     const int64_t now = NowNanos();
     last_caller_poll_ns_.store(now, std::memory_order_relaxed);
     if (Poll(now)) return true;
@@ -334,6 +397,7 @@ class UcxTransport final : public Transport {
   }
 
   void Abort(absl::Status reason) override {
+    if (exchange_ != nullptr) exchange_->Abort(reason);
     std::unique_lock<std::mutex> lock(worker_mu_);
     if (aborted_) return;
     aborted_ = true;
@@ -717,6 +781,10 @@ class UcxTransport final : public Transport {
   std::condition_variable stand_aside_cv_;  // See ProgressLoop.
   bool stop_ = false;  // Guarded by idle_mu_.
   std::thread progress_thread_;
+  // When every rank is on this host (Init): the segment, and the exchange
+  // in it, which goes first.
+  std::unique_ptr<SharedSegment> segment_;
+  std::unique_ptr<SlotExchange> exchange_;
 };
 
 bool UcxOp::Progress() { return transport->Progress(); }

@@ -44,6 +44,16 @@
 // whose sender sent fewer bytes than it expects fails with InvalidArgument
 // (the sender cannot tell, so its send completes).
 //
+// Shared-memory exchange. When every rank of the communicator is on this
+// host and UCX_TLS allows shared memory (unset, or naming shm, posix,
+// sysv, cma...), Connect also maps one POSIX shared-memory segment for the
+// group (runtime/shared_segment.h) and offers Exchange() over it
+// (runtime/slot_exchange.h, 64 KB per rank): the shm algorithm then runs
+// small collectives with no UCX message at all. Exchanges move when a
+// caller waits or tests; the progress thread does not drive them. If the
+// segment cannot be made (no /dev/shm), rank 0 says so on stderr and every
+// rank uses messages.
+//
 // Memory. Host memory always; device memory where the UCX build supports
 // CUDA (capabilities().device_memory says which).
 //

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "runtime/buffer.h"
 #include "runtime/request.h"
+#include "runtime/slot_exchange.h"
 #include "runtime/store.h"
 #include "runtime/tag.h"
 
@@ -201,6 +202,105 @@ TEST(UcxTransportConnectTest, BadConfigIsInvalidArgument) {
   EXPECT_EQ(bad_wait.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad_wait.message().find("RELAY_UCX_WAIT"), std::string::npos)
       << bad_wait;
+}
+
+// Connects `n` ranks with UCX_TLS set to `tls` (unset if null), restoring
+// the caller's value after.
+std::vector<std::unique_ptr<Transport>> ConnectWithTls(int n, const char* tls) {
+  const char* before = std::getenv("UCX_TLS");
+  const std::string saved = before != nullptr ? before : "";
+  if (tls != nullptr) setenv("UCX_TLS", tls, 1); else unsetenv("UCX_TLS");
+  std::vector<std::unique_ptr<Transport>> out = ConnectGroup(n);
+  if (before != nullptr) setenv("UCX_TLS", saved.c_str(), 1);
+  else unsetenv("UCX_TLS");
+  return out;
+}
+
+// Sums every rank's int64 contribution (an exchange's finish).
+void SumContributions(absl::Span<const Contribution> all, const void* context) {
+  int64_t* out = *static_cast<int64_t* const*>(context);
+  *out = 0;
+  for (const Contribution& c : all) {
+    const auto* v = static_cast<const int64_t*>(c.data);
+    for (size_t i = 0; i < c.bytes / sizeof(int64_t); ++i) *out += v[i];
+  }
+}
+
+// Ranks on one host whose UCX_TLS allows shared memory get the shared-memory
+// exchange (the shm algorithm's), and it carries every rank's contribution;
+// an abort reaches the peer through it.
+TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
+  UcxTransportFactory factory;
+  if (!factory.IsViable()) GTEST_SKIP() << "UCX is not usable here";
+  for (const char* tls : {static_cast<const char*>(nullptr), "shm,self",
+                          "^tcp"}) {
+    SCOPED_TRACE(tls == nullptr ? "UCX_TLS unset" : tls);
+    auto ranks = ConnectWithTls(3, tls);
+    ASSERT_EQ(ranks.size(), 3u);
+    for (auto& t : ranks) {
+      ASSERT_NE(t, nullptr);
+      EXPECT_GE(t->capabilities().exchange_bytes, size_t{1024});
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        for (int it = 0; it < 200; ++it) {
+          // Rank r brings r + 1 values that change every exchange.
+          std::vector<int64_t> mine(static_cast<size_t>(r) + 1);
+          int64_t expected = 0;
+          for (int q = 0; q < 3; ++q) {
+            for (int i = 0; i <= q; ++i) expected += q * 1000 + it * 7 + i;
+          }
+          for (int i = 0; i <= r; ++i) mine[i] = r * 1000 + it * 7 + i;
+          int64_t sum = -1;
+          int64_t* out = &sum;
+          auto req = ranks[r]->Exchange(static_cast<uint64_t>(it), mine.data(),
+                                        mine.size() * sizeof(int64_t),
+                                        &SumContributions, &out, sizeof(out),
+                                        Deadline());
+          ASSERT_TRUE(req.ok()) << req.status();
+          ASSERT_TRUE(req->Wait().ok());
+          ASSERT_EQ(sum, expected) << "rank " << r << " exchange " << it;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    // Rank 2 aborts while ranks 0 and 1 wait for it.
+    int64_t s0 = 0, s1 = 0;
+    int64_t *o0 = &s0, *o1 = &s1;
+    int64_t v = 1;
+    auto r0 = ranks[0]->Exchange(1000, &v, sizeof(v), &SumContributions, &o0,
+                                 sizeof(o0), Deadline());
+    auto r1 = ranks[1]->Exchange(1000, &v, sizeof(v), &SumContributions, &o1,
+                                 sizeof(o1), Deadline());
+    ASSERT_TRUE(r0.ok() && r1.ok());
+    ranks[2]->Abort(absl::CancelledError("rank 2 gave up"));
+    absl::Status st = r0->Wait(absl::Seconds(5));
+    EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+    EXPECT_NE(st.message().find("rank 2"), std::string::npos) << st;
+  }
+}
+
+// A job told to keep off shared memory (UCX_TLS without it) gets no
+// exchange, so the shm algorithm is not offered behind the user's back.
+TEST(UcxTransportExchangeTest, NoExchangeWhenUcxTlsExcludesSharedMemory) {
+  UcxTransportFactory factory;
+  if (!factory.IsViable()) GTEST_SKIP() << "UCX is not usable here";
+  for (const char* tls : {"tcp,self", "^shm"}) {
+    SCOPED_TRACE(tls);
+    auto ranks = ConnectWithTls(2, tls);
+    ASSERT_EQ(ranks.size(), 2u);
+    ASSERT_NE(ranks[0], nullptr);
+    EXPECT_EQ(ranks[0]->capabilities().exchange_bytes, 0u);
+    int64_t v = 1, sum = 0;
+    int64_t* out = &sum;
+    EXPECT_EQ(ranks[0]
+                  ->Exchange(1, &v, sizeof(v), &SumContributions, &out,
+                             sizeof(out), Deadline())
+                  .status()
+                  .code(),
+              absl::StatusCode::kUnimplemented);
+  }
 }
 
 }  // namespace
