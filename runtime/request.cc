@@ -111,6 +111,10 @@ bool RequestState::Publish(absl::Status status) {
   return true;
 }
 
+void RequestState::Sleep(std::chrono::nanoseconds timeout) {
+  SleepWhilePending(&done_, timeout);
+}
+
 bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {
   if (!Publish(std::move(status))) return false;
   // Done: OnDone runs new callbacks inline now, and leaves callbacks_ alone.
@@ -186,8 +190,7 @@ absl::Status RequestState::Wait(absl::Time deadline) {
       return absl::DeadlineExceededError(
           "operation did not complete before its deadline");
     }
-    SleepWhilePending(&done_, absl::ToChronoNanoseconds(
-                                  std::min(left, absl::Milliseconds(1))));
+    Sleep(absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(1))));
     if (done()) break;
     Progress();
     StoppedPolling();  // One poll, then back to sleep.

@@ -158,6 +158,12 @@ class RequestState {
   virtual std::chrono::nanoseconds SpinBudget() const {
     return kDefaultSpinBudget;
   }
+  // How Wait() sleeps once it stops polling: at most `timeout`, and may
+  // return early (it then polls once and sleeps again). By default until
+  // this request is completed by another thread. A request that completes
+  // only when polled may instead sleep until its peers make progress it
+  // can poll for (the shm algorithm's exchange wakes on a peer's write).
+  virtual void Sleep(std::chrono::nanoseconds timeout);
 
  private:
   // Decides the outcome, runs the recorders and publishes it; false if it

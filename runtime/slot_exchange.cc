@@ -4,6 +4,15 @@
 #include <mutex>
 #include <utility>
 
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+#endif
+
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
@@ -34,6 +43,46 @@ struct SlotExchange::RankFlags {
   std::atomic<uint32_t> aborted;
 };
 
+// The group's one wake-up line, first in the region. A rank that stops
+// polling (more ranks than cores: it must give its core away) counts
+// itself in `sleepers` and sleeps on `generation`, a futex shared by every
+// process that maps the region; a rank that writes a slot or its aborted
+// flag, seeing sleepers, bumps the generation and wakes them. Nobody
+// sleeping costs a writer a fence and a read of a line that stays cached.
+struct SlotExchange::Wake {
+  std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> sleepers;
+};
+
+namespace {
+
+void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
+               std::chrono::nanoseconds timeout) {
+#if defined(__linux__)
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  struct timespec ts;
+  ts.tv_sec = static_cast<time_t>(secs.count());
+  ts.tv_nsec = static_cast<long>((timeout - secs).count());
+  // Not FUTEX_PRIVATE: the word may be shared with other processes.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected,
+          &ts, nullptr, 0);
+#else
+  (void)word, (void)expected;
+  std::this_thread::sleep_for(std::min(timeout, std::chrono::nanoseconds(50000)));
+#endif
+}
+
+void FutexWakeAll(std::atomic<uint32_t>* word) {
+#if defined(__linux__)
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX,
+          nullptr, nullptr, 0);
+#else
+  (void)word;
+#endif
+}
+
+}  // namespace
+
 class SlotExchange::Op final : public RequestState {
  public:
   Op(absl::Time deadline, SlotExchange* exchange)
@@ -51,13 +100,17 @@ class SlotExchange::Op final : public RequestState {
  protected:
   bool Progress() override { return owner->Progress(); }
   std::chrono::nanoseconds SpinBudget() const override { return owner->spin_; }
+  void Sleep(std::chrono::nanoseconds timeout) override {
+    owner->SleepUntilWritten(timeout);
+  }
 };
 
 size_t SlotExchange::RegionBytes(int size, size_t slot_bytes) {
   static_assert(sizeof(SlotHeader) == 24, "an 8 B contribution shares the "
                 "stamp's cache line");
   const size_t n = static_cast<size_t>(size);
-  return n * kLine + n * 2 * RoundUp(sizeof(SlotHeader) + slot_bytes, kLine);
+  return kLine + n * kLine +
+         n * 2 * RoundUp(sizeof(SlotHeader) + slot_bytes, kLine);
 }
 
 SlotExchange::SlotExchange(void* region, int rank, int size,
@@ -73,16 +126,43 @@ SlotExchange::~SlotExchange() {
   Abort(absl::CancelledError("the exchange was destroyed"));
 }
 
+SlotExchange::Wake* SlotExchange::wake() const {
+  return reinterpret_cast<Wake*>(region_);
+}
+
 SlotExchange::RankFlags* SlotExchange::FlagsOf(int rank) const {
-  return reinterpret_cast<RankFlags*>(region_ +
+  return reinterpret_cast<RankFlags*>(region_ + kLine +
                                       static_cast<size_t>(rank) * kLine);
+}
+
+void SlotExchange::WakeSleepers() {
+  // The write before this (a stamp or an aborted flag) is a seq_cst
+  // exchange, and a sleeper counts itself (seq_cst) before its last look
+  // at the stamps and flags (seq_cst loads): one of the two sees the
+  // other. (A fence would say it more directly, but TSAN rejects fences;
+  // on x86 the exchange is the barrier either way and the loads are plain
+  // moves.)
+  if (wake()->sleepers.load(std::memory_order_seq_cst) == 0) return;
+  wake()->generation.fetch_add(1, std::memory_order_seq_cst);
+  FutexWakeAll(&wake()->generation);
+}
+
+void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
+  wake()->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t generation =
+      wake()->generation.load(std::memory_order_seq_cst);
+  // A last look after counting in: a write before the count is seen here,
+  // a write after it sees the count and bumps the generation.
+  if (!Progress()) FutexWait(&wake()->generation, generation, timeout);
+  wake()->sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
 SlotExchange::SlotHeader* SlotExchange::SlotOf(int rank,
                                                uint64_t exchange) const {
   const size_t index = static_cast<size_t>(rank) * 2 + (exchange & 1);
-  return reinterpret_cast<SlotHeader*>(
-      region_ + static_cast<size_t>(size_) * kLine + index * slot_stride_);
+  return reinterpret_cast<SlotHeader*>(region_ + kLine +
+                                       static_cast<size_t>(size_) * kLine +
+                                       index * slot_stride_);
 }
 
 absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
@@ -135,14 +215,15 @@ void SlotExchange::Publish(Op& op) {
   slot->tag = op.tag;
   slot->bytes = op.bytes;
   if (op.bytes > 0) std::memcpy(slot->data(), op.data, op.bytes);
-  slot->stamp.store(op.exchange + 1, std::memory_order_release);
+  slot->stamp.exchange(op.exchange + 1, std::memory_order_seq_cst);
   published_ = op.exchange + 1;
+  WakeSleepers();
 }
 
 bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
   for (int r = op.first_missing; r < size_; ++r) {
     const SlotHeader* slot = SlotOf(r, op.exchange);
-    const uint64_t stamp = slot->stamp.load(std::memory_order_acquire);
+    const uint64_t stamp = slot->stamp.load(std::memory_order_seq_cst);
     if (stamp == op.exchange + 1) {
       if (slot->tag != op.tag) {
         *failure = absl::InternalError(absl::StrCat(
@@ -166,7 +247,7 @@ bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
     // contributed, means the group will not get past this exchange (the
     // flags' lines are never written otherwise, so this reads from cache).
     for (int a = 0; a < size_; ++a) {
-      if (FlagsOf(a)->aborted.load(std::memory_order_acquire) != 0) {
+      if (FlagsOf(a)->aborted.load(std::memory_order_seq_cst) != 0) {
         *failure = absl::UnavailableError(
             absl::StrCat("rank ", a, " aborted (shared-memory exchange ",
                          op.exchange, ")"));
@@ -209,7 +290,8 @@ bool SlotExchange::Progress() {
     // The exchanges are out of step for good: nothing queued or later can
     // finish either.
     aborted_ = failure;
-    FlagsOf(rank_)->aborted.store(1, std::memory_order_release);
+    FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
+    WakeSleepers();
     for (auto& op : queue_) failed.push_back(std::move(op));
     queue_.clear();
   }
@@ -227,7 +309,8 @@ void SlotExchange::Abort(absl::Status reason) {
     std::lock_guard<SpinLock> lock(mu_);
     if (!aborted_.ok()) return;
     aborted_ = reason;
-    FlagsOf(rank_)->aborted.store(1, std::memory_order_release);
+    FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
+    WakeSleepers();
     queued.swap(queue_);
     pending_.store(false, std::memory_order_relaxed);
   }

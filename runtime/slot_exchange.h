@@ -13,8 +13,10 @@
 // the same way).
 //
 // Protocol. Each rank owns two slots (a double buffer); exchange k uses slot
-// k % 2 and, once written, stamps it with k + 1 (release). A rank finishes
-// exchange k when every slot k % 2 carries k + 1 (acquire), then reads them.
+// k % 2 and, once written, stamps it with k + 1 (a seq_cst exchange: the
+// data needs only release and acquire, the sleepers below need the rest).
+// A rank finishes exchange k when every slot k % 2 carries k + 1, then
+// reads them.
 // A rank starts exchange k + 1 only after finishing k, so a rank that
 // writes slot k % 2 again (exchange k + 2) has seen every peer's stamp for
 // k + 1, which each peer wrote after it finished reading exchange k: no
@@ -31,7 +33,10 @@
 //
 // Progress. Exchanges move only when this rank polls: its requests' Wait
 // and Test, and the transport's Progress() (every request of the
-// communicator drives it). Not thread-compatible beyond that: any thread
+// communicator drives it). A Wait that stops polling (more ranks than
+// cores) sleeps on a futex in the region, which a rank writing its slot
+// wakes, so a rank that waits for a descheduled peer neither burns the
+// core that peer needs nor oversleeps once it has written. Not thread-compatible beyond that: any thread
 // may call any method; one internal lock serialises them.
 //
 // Example (two threads, ranks 0 and 1, sharing `region`):
@@ -118,9 +123,17 @@ class SlotExchange {
   class Op;
   struct SlotHeader;
   struct RankFlags;
+  struct Wake;
 
+  Wake* wake() const;
   SlotHeader* SlotOf(int rank, uint64_t exchange) const;
   RankFlags* FlagsOf(int rank) const;
+  // After this rank wrote a slot or its aborted flag: wakes the ranks
+  // asleep in SleepUntilWritten, if any.
+  void WakeSleepers();
+  // An Op's Request::Wait sleeps here once it stops polling: until a rank
+  // writes a slot or aborts, or `timeout`.
+  void SleepUntilWritten(std::chrono::nanoseconds timeout);
   void Publish(Op& op);
   // True when every rank's slot holds `op`'s exchange. False while some
   // rank's does not yet, and then `*failure` is set if it never will (the
