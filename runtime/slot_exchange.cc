@@ -120,7 +120,19 @@ SlotExchange::SlotExchange(void* region, int rank, int size,
       size_(size),
       slot_bytes_(slot_bytes),
       slot_stride_(RoundUp(sizeof(SlotHeader) + slot_bytes, kLine)),
-      spin_(spin) {}
+      spin_(spin),
+      slots_(2 * static_cast<size_t>(size)) {
+  // Every slot's address, by parity then rank: the polls read them for
+  // every rank on every call.
+  char* first = region_ + kLine + static_cast<size_t>(size) * kLine;
+  for (int r = 0; r < size; ++r) {
+    for (size_t parity = 0; parity < 2; ++parity) {
+      slots_[parity * static_cast<size_t>(size) + static_cast<size_t>(r)] =
+          reinterpret_cast<SlotHeader*>(
+              first + (static_cast<size_t>(r) * 2 + parity) * slot_stride_);
+    }
+  }
+}
 
 SlotExchange::~SlotExchange() {
   Abort(absl::CancelledError("the exchange was destroyed"));
@@ -159,10 +171,8 @@ void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
 
 SlotExchange::SlotHeader* SlotExchange::SlotOf(int rank,
                                                uint64_t exchange) const {
-  const size_t index = static_cast<size_t>(rank) * 2 + (exchange & 1);
-  return reinterpret_cast<SlotHeader*>(region_ + kLine +
-                                       static_cast<size_t>(size_) * kLine +
-                                       index * slot_stride_);
+  return slots_[(exchange & 1) * static_cast<size_t>(size_) +
+                static_cast<size_t>(rank)];
 }
 
 absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
@@ -194,6 +204,7 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
   op->bytes = bytes;
   op->finish = finish;
   if (context_bytes > 0) std::memcpy(op->context, context, context_bytes);
+  Completions done;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (!aborted_.ok()) {
@@ -202,11 +213,12 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
     }
     op->exchange = next_exchange_++;
     queue_.push_back(op);
-    pending_.store(true, std::memory_order_relaxed);
+    pending_.store(true, std::memory_order_seq_cst);
+    // Publishes it at once if nothing is ahead of it, and finishes it if
+    // the peers are there already.
+    AdvanceLocked(&done);
   }
-  // Publishes it at once if nothing is ahead of it, and finishes it if the
-  // peers are there already.
-  Progress();
+  Complete(done);
   return Request(std::move(op));
 }
 
@@ -269,37 +281,42 @@ void SlotExchange::Finish(Op& op) {
   op.finish(absl::MakeConstSpan(all), op.context);
 }
 
-bool SlotExchange::Progress() {
-  if (!pending_.load(std::memory_order_relaxed)) return false;
-  std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  // Completed outside the lock: a completion callback may start the next
-  // exchange.
-  absl::InlinedVector<std::shared_ptr<Op>, 4> finished;
-  absl::Status failure;
+void SlotExchange::AdvanceLocked(Completions* done) {
   while (!queue_.empty()) {
     Op& op = *queue_.front();
     if (published_ == op.exchange) Publish(op);
-    if (!Ready(op, &failure)) break;
+    if (!Ready(op, &done->failure)) break;
     Finish(op);
-    finished.push_back(std::move(queue_.front()));
+    done->finished.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  absl::InlinedVector<std::shared_ptr<Op>, 4> failed;
-  if (!failure.ok()) {
+  if (!done->failure.ok()) {
     // The exchanges are out of step for good: nothing queued or later can
     // finish either.
-    aborted_ = failure;
+    aborted_ = done->failure;
     FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
     WakeSleepers();
-    for (auto& op : queue_) failed.push_back(std::move(op));
+    for (auto& op : queue_) done->failed.push_back(std::move(op));
     queue_.clear();
   }
   pending_.store(!queue_.empty(), std::memory_order_relaxed);
-  lock.unlock();
-  for (auto& op : finished) op->Complete(absl::OkStatus());
-  for (auto& op : failed) op->Complete(failure);
-  return !finished.empty();
+}
+
+void SlotExchange::Complete(Completions& done) {
+  for (auto& op : done.finished) op->Complete(absl::OkStatus());
+  for (auto& op : done.failed) op->Complete(done.failure);
+}
+
+bool SlotExchange::Progress() {
+  if (!pending_.load(std::memory_order_relaxed)) return false;
+  Completions done;
+  {
+    std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    AdvanceLocked(&done);
+  }
+  Complete(done);
+  return !done.finished.empty();
 }
 
 void SlotExchange::Abort(absl::Status reason) {

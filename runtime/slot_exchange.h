@@ -32,8 +32,10 @@
 // found by the communicator's failure monitor, or the caller's deadline).
 //
 // Progress. Exchanges move only when this rank polls: its requests' Wait
-// and Test, and the transport's Progress() (every request of the
-// communicator drives it). A Wait that stops polling (more ranks than
+// and Test, the transport's Progress() (every request of the communicator
+// drives it), and a transport's progress thread, which must keep polling
+// while pending() (a caller may only wait on a future that an OnDone
+// callback completes: torch's DDP does). A Wait that stops polling (more ranks than
 // cores) sleeps on a futex in the region, which a rank writing its slot
 // wakes, so a rank that waits for a descheduled peer neither burns the
 // core that peer needs nor oversleeps once it has written. Not thread-compatible beyond that: any thread
@@ -55,6 +57,8 @@
 #include <deque>
 #include <memory>
 
+#include "absl/container/fixed_array.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -114,6 +118,17 @@ class SlotExchange {
   // exchange finished.
   bool Progress();
 
+  // Whether exchanges are queued (a progress thread's cue to keep calling
+  // Progress). Sequentially consistent with Start's queueing, so a thread
+  // that announces it goes idle and then checks this cannot miss one.
+  bool pending() const { return pending_.load(std::memory_order_seq_cst); }
+
+  // Sleeps until a rank writes a slot or aborts, or `timeout` (a progress
+  // thread with nothing else to do; the requests' Wait sleeps here too).
+  void WaitForWrite(std::chrono::nanoseconds timeout) {
+    SleepUntilWritten(timeout);
+  }
+
   // Fails every queued exchange, and every later Start, with `reason`, and
   // marks this rank aborted in the shared region so that peers waiting for
   // it fail with Unavailable. Idempotent.
@@ -135,6 +150,17 @@ class SlotExchange {
   // writes a slot or aborts, or `timeout`.
   void SleepUntilWritten(std::chrono::nanoseconds timeout);
   void Publish(Op& op);
+  // Exchanges AdvanceLocked ended, completed after mu_ is released (a
+  // completion callback may start the next exchange).
+  struct Completions {
+    absl::InlinedVector<std::shared_ptr<Op>, 2> finished;
+    absl::InlinedVector<std::shared_ptr<Op>, 1> failed;
+    absl::Status failure;
+  };
+  // With mu_ held: publishes and finishes queued exchanges, oldest first,
+  // as far as the peers allow.
+  void AdvanceLocked(Completions* done);
+  static void Complete(Completions& done);
   // True when every rank's slot holds `op`'s exchange. False while some
   // rank's does not yet, and then `*failure` is set if it never will (the
   // rank aborted, or is out of step).
@@ -147,6 +173,8 @@ class SlotExchange {
   const size_t slot_bytes_;
   const size_t slot_stride_;
   const std::chrono::nanoseconds spin_;
+  // SlotOf's answers: parity * size + rank.
+  absl::FixedArray<SlotHeader*> slots_;
 
   SpinLock mu_;
   // Guarded by mu_:

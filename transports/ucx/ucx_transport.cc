@@ -347,8 +347,16 @@ class UcxTransport final : public Transport {
       return Transport::Exchange(tag, data, bytes, finish, context,
                                  context_bytes, deadline);
     }
-    return exchange_->Start(tag, data, bytes, finish, context, context_bytes,
-                            deadline);
+    absl::StatusOr<Request> started = exchange_->Start(
+        tag, data, bytes, finish, context, context_bytes, deadline);
+    // A caller may never wait (a future completed by OnDone): the progress
+    // thread drives a pending exchange too, and must be woken for it if it
+    // went idle. pending() and thread_idle_ are seq_cst on both sides.
+    if (thread_idle_.load(std::memory_order_seq_cst) && exchange_->pending()) {
+      { std::lock_guard<std::mutex> lock(idle_mu_); }
+      idle_cv_.notify_one();
+    }
+    return started;
   }
 
   absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
@@ -667,14 +675,21 @@ class UcxTransport final : public Transport {
     using Clock = std::chrono::steady_clock;
     auto idle_for = std::chrono::microseconds(1);
     Clock::time_point last_busy = Clock::now();
+    // UCX operations in flight, or shared-memory exchanges queued.
+    auto busy = [&] {
+      return outstanding_.load(std::memory_order_relaxed) > 0 ||
+             (exchange_ != nullptr && exchange_->pending());
+    };
     for (;;) {
-      if (outstanding_.load(std::memory_order_relaxed) > 0) {
+      if (busy()) {
         last_busy = Clock::now();
       } else if (Clock::now() - last_busy > kLinger) {
         std::unique_lock<std::mutex> lock(idle_mu_);
+        thread_idle_.store(true, std::memory_order_seq_cst);
         idle_cv_.wait(lock, [&] {
-          return stop_ || outstanding_.load(std::memory_order_relaxed) > 0;
+          return stop_ || busy();
         });
+        thread_idle_.store(false, std::memory_order_relaxed);
         last_busy = Clock::now();
       }
       {
@@ -700,8 +715,18 @@ class UcxTransport final : public Transport {
             });
         continue;
       }
-      if (Poll(now)) {
+      const bool exchanged = exchange_ != nullptr && exchange_->Progress();
+      if (Poll(now) || exchanged) {
         idle_for = std::chrono::microseconds(1);
+      } else if (exchange_ != nullptr && exchange_->pending()) {
+        // An exchange waits for a peer's slot write, which raises no UCX
+        // event: sleep on the exchange's own wake-up when blocking (bounded,
+        // for UCX work that may be in flight too), else yield between polls.
+        if (blocking_) {
+          exchange_->WaitForWrite(std::chrono::microseconds(100));
+        } else {
+          std::this_thread::yield();
+        }
       } else if (outstanding_.load(std::memory_order_relaxed) > 0) {
         // Requests in flight and no caller polling: keep them moving, but
         // give the core away between polls (or sleep until UCX has an
@@ -780,6 +805,9 @@ class UcxTransport final : public Transport {
   std::condition_variable idle_cv_;
   std::condition_variable stand_aside_cv_;  // See ProgressLoop.
   bool stop_ = false;  // Guarded by idle_mu_.
+  // The progress thread waits on idle_cv_ with nothing to do; Exchange
+  // then wakes it for an exchange left pending.
+  std::atomic<bool> thread_idle_{false};
   std::thread progress_thread_;
   // When every rank is on this host (Init): the segment, and the exchange
   // in it, which goes first.

@@ -50,7 +50,8 @@
 // group (runtime/shared_segment.h) and offers Exchange() over it
 // (runtime/slot_exchange.h, 64 KB per rank): the shm algorithm then runs
 // small collectives with no UCX message at all. Exchanges move when a
-// caller waits or tests; the progress thread does not drive them. If the
+// caller waits or tests, and on the progress thread while any is pending
+// (so a request completed only through OnDone still completes). If the
 // segment cannot be made (no /dev/shm), rank 0 says so on stderr and every
 // rank uses messages.
 //

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -278,6 +279,44 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
     absl::Status st = r0->Wait(absl::Seconds(5));
     EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
     EXPECT_NE(st.message().find("rank 2"), std::string::npos) << st;
+  }
+}
+
+// A rank that never waits or tests (it waits on a future its OnDone
+// completes, as torch's DDP does) still gets its exchange done: the
+// progress thread drives pending exchanges, and is woken for one from idle.
+TEST(UcxTransportExchangeTest, ExchangesCompleteWithoutAnyoneWaiting) {
+  UcxTransportFactory factory;
+  if (!factory.IsViable()) GTEST_SKIP() << "UCX is not usable here";
+  auto ranks = ConnectWithTls(2, "shm,self");
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_GT(ranks[0]->capabilities().exchange_bytes, 0u);
+  for (int round = 0; round < 3; ++round) {
+    // Long enough for both progress threads to go idle (kLinger, 20 ms).
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
+    int64_t *o0 = &s0, *o1 = &s1;
+    std::promise<absl::Status> done0, done1;
+    auto r0 = ranks[0]->Exchange(round, &v0, sizeof(v0), &SumContributions,
+                                 &o0, sizeof(o0), Deadline());
+    ASSERT_TRUE(r0.ok());
+    r0->OnDone([&](absl::Status st) { done0.set_value(st); });
+    // Rank 1 comes later, so rank 0's exchange is pending, not finished
+    // inside Exchange.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    auto r1 = ranks[1]->Exchange(round, &v1, sizeof(v1), &SumContributions,
+                                 &o1, sizeof(o1), Deadline());
+    ASSERT_TRUE(r1.ok());
+    r1->OnDone([&](absl::Status st) { done1.set_value(st); });
+    auto f0 = done0.get_future(), f1 = done1.get_future();
+    ASSERT_EQ(f0.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "rank 0's exchange never completed without a waiter";
+    ASSERT_EQ(f1.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "rank 1's exchange never completed without a waiter";
+    EXPECT_TRUE(f0.get().ok());
+    EXPECT_TRUE(f1.get().ok());
+    EXPECT_EQ(s0, 12 + round);
+    EXPECT_EQ(s1, 12 + round);
   }
 }
 
