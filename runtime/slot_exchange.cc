@@ -98,7 +98,13 @@ class SlotExchange::Op final : public RequestState {
   alignas(16) char context[kMaxContextBytes];
 
  protected:
-  bool Progress() override { return owner->Progress(); }
+  bool Progress() override {
+    return owner->driver_ != nullptr ? owner->driver_->DriveExchange()
+                                     : owner->Progress();
+  }
+  void StoppedPolling() override {
+    if (owner->driver_ != nullptr) owner->driver_->ExchangeWaiterSleeping();
+  }
   std::chrono::nanoseconds SpinBudget() const override { return owner->spin_; }
   void Sleep(std::chrono::nanoseconds timeout) override {
     owner->SleepUntilWritten(timeout);
@@ -114,13 +120,15 @@ size_t SlotExchange::RegionBytes(int size, size_t slot_bytes) {
 }
 
 SlotExchange::SlotExchange(void* region, int rank, int size,
-                           size_t slot_bytes, std::chrono::nanoseconds spin)
+                           size_t slot_bytes, std::chrono::nanoseconds spin,
+                           ExchangeDriver* driver)
     : region_(static_cast<char*>(region)),
       rank_(rank),
       size_(size),
       slot_bytes_(slot_bytes),
       slot_stride_(RoundUp(sizeof(SlotHeader) + slot_bytes, kLine)),
       spin_(spin),
+      driver_(driver),
       slots_(2 * static_cast<size_t>(size)) {
   // Every slot's address, by parity then rank: the polls read them for
   // every rank on every call.
@@ -167,12 +175,6 @@ void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
   // a write after it sees the count and bumps the generation.
   if (!Progress()) FutexWait(&wake()->generation, generation, timeout);
   wake()->sleepers.fetch_sub(1, std::memory_order_relaxed);
-}
-
-SlotExchange::SlotHeader* SlotExchange::SlotOf(int rank,
-                                               uint64_t exchange) const {
-  return slots_[(exchange & 1) * static_cast<size_t>(size_) +
-                static_cast<size_t>(rank)];
 }
 
 absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,

@@ -80,6 +80,19 @@ struct Contribution {
 using ExchangeFinishFn = void (*)(absl::Span<const Contribution> all,
                                   const void* context);
 
+// What a waiter on an exchange drives, when a transport wants to see it:
+// the UCX transport's progress thread stands aside while a caller polls,
+// and takes over when the caller's Wait goes to sleep.
+class ExchangeDriver {
+ public:
+  virtual ~ExchangeDriver() = default;
+  // Called instead of SlotExchange::Progress by a waiting request; must
+  // call it. True if it did some work.
+  virtual bool DriveExchange() = 0;
+  // The waiter stopped polling (it is going to sleep).
+  virtual void ExchangeWaiterSleeping() = 0;
+};
+
 class SlotExchange {
  public:
   // The largest context Start copies.
@@ -91,8 +104,10 @@ class SlotExchange {
 
   // `region` outlives this object. `spin` is how long a waiter on an
   // exchange polls before yielding its core (RequestState::SpinBudget).
+  // `driver`, if not null, outlives this object; waiters poll through it.
   SlotExchange(void* region, int rank, int size, size_t slot_bytes,
-               std::chrono::nanoseconds spin);
+               std::chrono::nanoseconds spin,
+               ExchangeDriver* driver = nullptr);
   ~SlotExchange();
   SlotExchange(const SlotExchange&) = delete;
   SlotExchange& operator=(const SlotExchange&) = delete;
@@ -141,7 +156,10 @@ class SlotExchange {
   struct Wake;
 
   Wake* wake() const;
-  SlotHeader* SlotOf(int rank, uint64_t exchange) const;
+  SlotHeader* SlotOf(int rank, uint64_t exchange) const {
+    return slots_[(exchange & 1) * static_cast<size_t>(size_) +
+                  static_cast<size_t>(rank)];
+  }
   RankFlags* FlagsOf(int rank) const;
   // After this rank wrote a slot or its aborted flag: wakes the ranks
   // asleep in SleepUntilWritten, if any.
@@ -173,6 +191,7 @@ class SlotExchange {
   const size_t slot_bytes_;
   const size_t slot_stride_;
   const std::chrono::nanoseconds spin_;
+  ExchangeDriver* const driver_;
   // SlotOf's answers: parity * size + rank.
   absl::FixedArray<SlotHeader*> slots_;
 
