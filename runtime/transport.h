@@ -169,7 +169,9 @@ class Transport {
   // this rank's request completes, whatever the other ranks' requests are
   // doing: the transport keeps the contributions in its own memory, so a
   // rank's buffers are free once its own request is done. An exchange
-  // moves when this rank waits on or tests any request of the transport
+  // moves when this rank waits on or tests any request of the transport,
+  // and on the transport's progress thread if it has one (UCX), so a
+  // request completed only through OnDone completes too
   // (runtime/slot_exchange.h describes the protocol). A peer that aborts
   // fails it with Unavailable; ranks that disagree on the order, with
   // Internal.
