@@ -39,8 +39,14 @@ void* MapObject(const std::string& name, bool create, size_t bytes,
   }
   void* data = nullptr;
   struct stat st {};
+  int reserved = 0;
   if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     *why = Errno("ftruncate");
+  } else if (create && (reserved = posix_fallocate(
+                            fd, 0, static_cast<off_t>(bytes))) != 0) {
+    // Reserved now, so a full /dev/shm is an error here rather than a
+    // SIGBUS when a rank first touches a page of the segment.
+    *why = absl::StrCat("posix_fallocate: ", std::strerror(reserved));
   } else if (fstat(fd, &st) != 0) {
     *why = Errno("fstat");
   } else if (static_cast<size_t>(st.st_size) != bytes) {
@@ -53,6 +59,9 @@ void* MapObject(const std::string& name, bool create, size_t bytes,
     }
   }
   close(fd);  // The mapping keeps the object.
+  // A rank 0 that created the object but cannot use it removes it; the
+  // others learn from the empty name that there is nothing to map.
+  if (data == nullptr && create) shm_unlink(name.c_str());
   return data;
 }
 

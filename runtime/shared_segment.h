@@ -5,8 +5,9 @@
 // group's store. Transports whose ranks are processes put a SlotExchange
 // (runtime/slot_exchange.h) in one.
 //
-// Setup. Rank 0 creates the object under a fresh random name (mode 0600)
-// and publishes the name; every rank maps it and says whether it could;
+// Setup. Rank 0 creates the object under a fresh random name (mode 0600),
+// reserves its memory (a full /dev/shm fails here, not with a SIGBUS on
+// first touch), and publishes the name; every rank maps it and says whether it could;
 // once all have, rank 0 unlinks the name, so nothing is left in /dev/shm
 // whatever happens to the processes later, and the memory goes when the
 // last rank unmaps it. Every rank gets the same answer: the segment, or

@@ -270,6 +270,37 @@ TEST(SharedSegmentTest, RanksMapOneObjectAndNothingIsLeftBehind) {
   RunSums(exchanges, 500, 2);
 }
 
+// Run by shared_segment_full_test.sh in a mount namespace whose /dev/shm
+// is a tmpfs of RELAY_TEST_SHM_LIMIT bytes: a segment four times larger
+// fails on every rank with FailedPrecondition (rank 0 naming
+// posix_fallocate) and leaves nothing behind, instead of a rank dying of
+// SIGBUS when it first touches a page the tmpfs cannot back.
+TEST(SharedSegmentTest, FullDevShmFailsCleanly) {
+  const char* limit = std::getenv("RELAY_TEST_SHM_LIMIT");
+  if (limit == nullptr) {
+    GTEST_SKIP() << "run by runtime/shared_segment_full_test.sh, in a "
+                    "namespace with a small /dev/shm";
+  }
+  const size_t bytes = 4 * static_cast<size_t>(std::atoll(limit));
+  InMemoryStore store;
+  absl::Status s0, s1;
+  std::thread t0([&] {
+    s0 = SharedSegment::Create(store, "big", 0, 2, bytes, absl::Seconds(10))
+             .status();
+  });
+  std::thread t1([&] {
+    s1 = SharedSegment::Create(store, "big", 1, 2, bytes, absl::Seconds(10))
+             .status();
+  });
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s0)) << s0;
+  EXPECT_TRUE(absl::IsFailedPrecondition(s1)) << s1;
+  EXPECT_TRUE(absl::StrContains(s0.message(), "posix_fallocate")) << s0;
+  EXPECT_TRUE(absl::StrContains(s1.message(), "rank 0")) << s1;
+  EXPECT_EQ(LeftoverObjects(), 0);
+}
+
 TEST(SharedSegmentTest, RejectsBadArguments) {
   InMemoryStore store;
   EXPECT_TRUE(absl::IsInvalidArgument(
