@@ -264,10 +264,10 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   if (algorithm == Algorithm::kDirect) {
     return StartDirect(std::move(transport), args, count);
   }
-  if (algorithm == Algorithm::kShm) {
-    return StartShm(*transport, args, count, caps);
-  }
   const DataType dtype = DataTypeOfCall(args);
+  if (algorithm == Algorithm::kShm) {
+    return StartShm(*transport, args, count, dtype, caps);
+  }
 
   ScheduleParams params;
   params.rank = rank;

@@ -108,13 +108,9 @@ size_t ShmContributionBytes(CollectiveKind kind, size_t count,
 
 absl::StatusOr<Request> StartShm(Transport& transport,
                                  const CollectiveArgs& args, size_t count,
+                                 DataType dtype,
                                  const TransportCapabilities& caps) {
   const int size = transport.size(), rank = transport.rank();
-  const bool by_send = args.kind == CollectiveKind::kReduce ||
-                       args.kind == CollectiveKind::kGather;
-  const DataType dtype = args.kind == CollectiveKind::kBarrier
-                             ? DataType::kUint8
-                             : (by_send ? args.send.dtype : args.recv.dtype);
   const size_t largest =
       ShmContributionBytes(args.kind, count, DataTypeSize(dtype), size);
   if (largest > caps.exchange_bytes) {

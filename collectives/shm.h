@@ -22,7 +22,7 @@
 // large a call's is, the same on every rank.
 //
 // Example:
-//   absl::StatusOr<Request> r = StartShm(*transport, args, count, caps);
+//   absl::StatusOr<Request> r = StartShm(*transport, args, count, dtype, caps);
 #ifndef RELAY_COLLECTIVES_SHM_H_
 #define RELAY_COLLECTIVES_SHM_H_
 
@@ -42,11 +42,14 @@ size_t ShmContributionBytes(CollectiveKind kind, size_t count,
                             size_t element_bytes, int size);
 
 // Runs `args` (validated; any kind; `count` per rank as in
-// runtime/collective.h) as one exchange. InvalidArgument naming the limit
+// runtime/collective.h, `dtype` the element type of the call: the send
+// buffer's for reduce and gather, the receive buffer's otherwise) as one
+// exchange. InvalidArgument naming the limit
 // when the contribution does not fit the transport's slots; Unimplemented
 // where the transport has no Exchange.
 absl::StatusOr<Request> StartShm(Transport& transport,
                                  const CollectiveArgs& args, size_t count,
+                                 DataType dtype,
                                  const TransportCapabilities& caps);
 
 }  // namespace relay

@@ -8,14 +8,10 @@
 #include <thread>
 
 #if defined(__linux__)
-#include <linux/futex.h>
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <cstdint>
-#include <ctime>
 #endif
+
+#include "runtime/futex.h"
 
 namespace relay {
 namespace {
@@ -29,35 +25,6 @@ namespace {
 // The pure spin is RequestState::SpinBudget().
 constexpr std::chrono::nanoseconds kYieldBudget = std::chrono::microseconds(200);
 constexpr int kPollsBeforeClock = 8;
-
-// Sleeps until *word is no longer `pending` (0), a wake-up, or `timeout`;
-// returns at once if it is already not 0. Spurious returns are fine: the
-// caller checks and loops.
-void SleepWhilePending(std::atomic<uint32_t>* word,
-                       std::chrono::nanoseconds timeout) {
-#if defined(__linux__)
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-  struct timespec ts;
-  ts.tv_sec = static_cast<time_t>(secs.count());
-  ts.tv_nsec = static_cast<long>((timeout - secs).count());
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE,
-          0u, &ts, nullptr, 0);
-#else
-  if (word->load(std::memory_order_acquire) == 0) {
-    std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
-        timeout, std::chrono::microseconds(50)));
-  }
-#endif
-}
-
-void WakeAll(std::atomic<uint32_t>* word) {
-#if defined(__linux__)
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE_PRIVATE,
-          INT32_MAX, nullptr, nullptr, 0);
-#else
-  (void)word;  // Sleepers poll.
-#endif
-}
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -107,12 +74,14 @@ bool RequestState::Publish(absl::Status status) {
     done_.store(1, std::memory_order_seq_cst);
   }
   // The caller holds a reference, so this is alive here.
-  if (sleepers_.load(std::memory_order_seq_cst) > 0) WakeAll(&done_);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    FutexWakeAll(&done_, FutexScope::kProcess);
+  }
   return true;
 }
 
 void RequestState::Sleep(std::chrono::nanoseconds timeout) {
-  SleepWhilePending(&done_, timeout);
+  FutexWait(&done_, /*expected=*/0, timeout, FutexScope::kProcess);
 }
 
 bool RequestState::MarkDone(absl::Status status, DoneCallbacks* to_run) {

@@ -4,17 +4,10 @@
 #include <mutex>
 #include <utility>
 
-#if defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <climits>
-#include <ctime>
-#endif
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/futex.h"
 
 namespace relay {
 namespace {
@@ -48,40 +41,12 @@ struct SlotExchange::RankFlags {
 // itself in `sleepers` and sleeps on `generation`, a futex shared by every
 // process that maps the region; a rank that writes a slot or its aborted
 // flag, seeing sleepers, bumps the generation and wakes them. Nobody
-// sleeping costs a writer a fence and a read of a line that stays cached.
+// sleeping costs a writer a read of a line that stays cached (its write
+// is a seq_cst exchange either way: see WakeSleepers).
 struct SlotExchange::Wake {
   std::atomic<uint32_t> generation;
   std::atomic<uint32_t> sleepers;
 };
-
-namespace {
-
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
-               std::chrono::nanoseconds timeout) {
-#if defined(__linux__)
-  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
-  struct timespec ts;
-  ts.tv_sec = static_cast<time_t>(secs.count());
-  ts.tv_nsec = static_cast<long>((timeout - secs).count());
-  // Not FUTEX_PRIVATE: the word may be shared with other processes.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected,
-          &ts, nullptr, 0);
-#else
-  (void)word, (void)expected;
-  std::this_thread::sleep_for(std::min(timeout, std::chrono::nanoseconds(50000)));
-#endif
-}
-
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-#if defined(__linux__)
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX,
-          nullptr, nullptr, 0);
-#else
-  (void)word;
-#endif
-}
-
-}  // namespace
 
 class SlotExchange::Op final : public RequestState {
  public:
@@ -164,7 +129,7 @@ void SlotExchange::WakeSleepers() {
   // moves.)
   if (wake()->sleepers.load(std::memory_order_seq_cst) == 0) return;
   wake()->generation.fetch_add(1, std::memory_order_seq_cst);
-  FutexWakeAll(&wake()->generation);
+  FutexWakeAll(&wake()->generation, FutexScope::kShared);
 }
 
 void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
@@ -173,7 +138,9 @@ void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
       wake()->generation.load(std::memory_order_seq_cst);
   // A last look after counting in: a write before the count is seen here,
   // a write after it sees the count and bumps the generation.
-  if (!Progress()) FutexWait(&wake()->generation, generation, timeout);
+  if (!Progress()) {
+    FutexWait(&wake()->generation, generation, timeout, FutexScope::kShared);
+  }
   wake()->sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
@@ -257,16 +224,14 @@ bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
           " is already at exchange ", stamp - 1));
       return false;
     }
-    // Not there yet. Any rank that aborted, this one or one that already
-    // contributed, means the group will not get past this exchange (the
-    // flags' lines are never written otherwise, so this reads from cache).
-    for (int a = 0; a < size_; ++a) {
-      if (FlagsOf(a)->aborted.load(std::memory_order_seq_cst) != 0) {
-        *failure = absl::UnavailableError(
-            absl::StrCat("rank ", a, " aborted (shared-memory exchange ",
-                         op.exchange, ")"));
-        break;
-      }
+    // Rank r is not there yet; if it aborted, it never will be. Only the
+    // missing rank counts: a rank that contributed and then left (its
+    // communicator destroyed once its own request completed, which aborts
+    // it) has done its part of this exchange, and a later exchange that
+    // needs it finds it missing then.
+    if (FlagsOf(r)->aborted.load(std::memory_order_seq_cst) != 0) {
+      *failure = absl::UnavailableError(absl::StrCat(
+          "rank ", r, " aborted (shared-memory exchange ", op.exchange, ")"));
     }
     return false;
   }

@@ -35,11 +35,12 @@
 // and Test, the transport's Progress() (every request of the communicator
 // drives it), and a transport's progress thread, which must keep polling
 // while pending() (a caller may only wait on a future that an OnDone
-// callback completes: torch's DDP does). A Wait that stops polling (more ranks than
-// cores) sleeps on a futex in the region, which a rank writing its slot
-// wakes, so a rank that waits for a descheduled peer neither burns the
-// core that peer needs nor oversleeps once it has written. Not thread-compatible beyond that: any thread
-// may call any method; one internal lock serialises them.
+// callback completes: torch's DDP does). A Wait that stops polling (more
+// ranks than cores) sleeps on a futex in the region, which a rank writing
+// its slot wakes, so a rank that waits for a descheduled peer neither
+// burns the core that peer needs nor oversleeps once it has written.
+// Thread-safe: any thread may call any method; one internal lock
+// serialises them.
 //
 // Example (two threads, ranks 0 and 1, sharing `region`):
 //   SlotExchange ex(region, rank, 2, 1024, spin);

@@ -177,21 +177,45 @@ TEST(SlotExchangeTest, RanksOutOfStepFailWithInternal) {
 TEST(SlotExchangeTest, AbortFailsOwnExchangesAndTellsPeers) {
   Region region(3, 64);
   auto ex = ExchangesOver(region, 3, 64);
-  std::vector<int64_t> in0, in1;
-  SumResult out0, out1;
+  std::vector<int64_t> in0, in2;
+  SumResult out0, out2;
   absl::StatusOr<Request> r0 = StartSum(*ex[0], 5, 0, in0, &out0);
-  absl::StatusOr<Request> r1 = StartSum(*ex[1], 5, 0, in1, &out1);
-  ASSERT_TRUE(r0.ok() && r1.ok());
-  // Rank 2 never starts; rank 1 gives up.
+  absl::StatusOr<Request> r2 = StartSum(*ex[2], 5, 0, in2, &out2);
+  ASSERT_TRUE(r0.ok() && r2.ok());
+  // Rank 1 gives up before it contributes: ranks 0 and 2 learn it at once.
   ex[1]->Abort(absl::CancelledError("rank 1 aborted by its user"));
-  absl::Status s1 = r1->Wait();
-  EXPECT_TRUE(absl::IsCancelled(s1)) << s1;
-  absl::Status s0 = r0->Wait(absl::Seconds(5));
-  EXPECT_TRUE(absl::IsUnavailable(s0)) << s0;
-  EXPECT_TRUE(absl::StrContains(s0.message(), "rank 1")) << s0;
+  for (Request* r : {&*r0, &*r2}) {
+    absl::Status s = r->Wait(absl::Seconds(5));
+    EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
+  }
+  std::vector<int64_t> in1;
+  SumResult out1;
   absl::StatusOr<Request> later = StartSum(*ex[1], 6, 1, in1, &out1);
   ASSERT_TRUE(later.ok());
   EXPECT_TRUE(absl::IsCancelled(later->Wait()));
+}
+
+// A rank that contributed and then left (its communicator destroyed once
+// its own request completed, which aborts it) does not fail the peers
+// still waiting for someone else in that exchange.
+TEST(SlotExchangeTest, ARankThatLeavesAfterContributingDoesNotFailPeers) {
+  Region region(3, 64);
+  auto ex = ExchangesOver(region, 3, 64);
+  std::vector<int64_t> in0, in1, in2;
+  SumResult out0, out1, out2;
+  absl::StatusOr<Request> r1 = StartSum(*ex[1], 5, 0, in1, &out1);
+  absl::StatusOr<Request> r2 = StartSum(*ex[2], 5, 0, in2, &out2);
+  ASSERT_TRUE(r1.ok() && r2.ok());
+  EXPECT_FALSE(r2->Test());  // Rank 0 is missing.
+  ex[2].reset();             // Rank 2 leaves; its request is cancelled.
+  EXPECT_FALSE(r1->Test());  // Still waiting for rank 0, not failed.
+  absl::StatusOr<Request> r0 = StartSum(*ex[0], 5, 0, in0, &out0);
+  ASSERT_TRUE(r0.ok());
+  ASSERT_TRUE(r0->Wait(absl::Seconds(5)).ok());
+  ASSERT_TRUE(r1->Wait(absl::Seconds(5)).ok());
+  EXPECT_EQ(out0.sum, ExpectedSum(3, 0));
+  EXPECT_EQ(out1.sum, ExpectedSum(3, 0));
 }
 
 TEST(SlotExchangeTest, DestroyingCancelsWhatIsQueued) {
@@ -240,23 +264,38 @@ int LeftoverObjects() {
   return n;
 }
 
-TEST(SharedSegmentTest, RanksMapOneObjectAndNothingIsLeftBehind) {
-  constexpr int kSize = 3;
-  constexpr size_t kSlot = 256;
+// Every rank of a group calls SharedSegment::Create on its own thread, rank
+// r asking for bytes[r] bytes; their results in rank order.
+std::vector<absl::StatusOr<std::unique_ptr<SharedSegment>>> CreateOnThreads(
+    const std::vector<size_t>& bytes) {
   InMemoryStore store;
-  const size_t bytes = SlotExchange::RegionBytes(kSize, kSlot);
-  std::vector<std::unique_ptr<SharedSegment>> segments(kSize);
+  const int size = static_cast<int>(bytes.size());
+  std::vector<absl::StatusOr<std::unique_ptr<SharedSegment>>> out;
+  for (size_t r = 0; r < bytes.size(); ++r) {
+    out.emplace_back(absl::UnknownError("not run"));
+  }
   std::vector<std::thread> threads;
-  for (int r = 0; r < kSize; ++r) {
+  for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<SharedSegment>> s = SharedSegment::Create(
-          store, "seg", r, kSize, bytes, absl::Seconds(10));
-      ASSERT_TRUE(s.ok()) << s.status();
-      segments[static_cast<size_t>(r)] = *std::move(s);
+      out[static_cast<size_t>(r)] = SharedSegment::Create(
+          store, "seg", r, size, bytes[static_cast<size_t>(r)],
+          absl::Seconds(10));
     });
   }
   for (std::thread& t : threads) t.join();
-  if (HasFailure()) return;
+  return out;
+}
+
+TEST(SharedSegmentTest, RanksMapOneObjectAndNothingIsLeftBehind) {
+  constexpr int kSize = 3;
+  constexpr size_t kSlot = 256;
+  const size_t bytes = SlotExchange::RegionBytes(kSize, kSlot);
+  auto created = CreateOnThreads(std::vector<size_t>(kSize, bytes));
+  std::vector<std::unique_ptr<SharedSegment>> segments;
+  for (auto& s : created) {
+    ASSERT_TRUE(s.ok()) << s.status();
+    segments.push_back(*std::move(s));
+  }
   EXPECT_EQ(LeftoverObjects(), 0);
   // Three mappings of one object at three addresses: what one rank writes
   // the others read, so a slot exchange runs over them.
@@ -282,18 +321,8 @@ TEST(SharedSegmentTest, FullDevShmFailsCleanly) {
                     "namespace with a small /dev/shm";
   }
   const size_t bytes = 4 * static_cast<size_t>(std::atoll(limit));
-  InMemoryStore store;
-  absl::Status s0, s1;
-  std::thread t0([&] {
-    s0 = SharedSegment::Create(store, "big", 0, 2, bytes, absl::Seconds(10))
-             .status();
-  });
-  std::thread t1([&] {
-    s1 = SharedSegment::Create(store, "big", 1, 2, bytes, absl::Seconds(10))
-             .status();
-  });
-  t0.join();
-  t1.join();
+  auto created = CreateOnThreads({bytes, bytes});
+  const absl::Status s0 = created[0].status(), s1 = created[1].status();
   EXPECT_TRUE(absl::IsFailedPrecondition(s0)) << s0;
   EXPECT_TRUE(absl::IsFailedPrecondition(s1)) << s1;
   EXPECT_TRUE(absl::StrContains(s0.message(), "posix_fallocate")) << s0;
@@ -312,18 +341,8 @@ TEST(SharedSegmentTest, RejectsBadArguments) {
 TEST(SharedSegmentTest, EveryRankLearnsThatAPeerCouldNotMapIt) {
   // Rank 1 asks for another size than rank 0 created: its mapping fails,
   // and rank 0, which mapped it, must not use it either.
-  InMemoryStore store;
-  absl::Status s0, s1;
-  std::thread t0([&] {
-    s0 = SharedSegment::Create(store, "seg", 0, 2, 4096, absl::Seconds(10))
-             .status();
-  });
-  std::thread t1([&] {
-    s1 = SharedSegment::Create(store, "seg", 1, 2, 8192, absl::Seconds(10))
-             .status();
-  });
-  t0.join();
-  t1.join();
+  auto created = CreateOnThreads({4096, 8192});
+  const absl::Status s0 = created[0].status(), s1 = created[1].status();
   EXPECT_TRUE(absl::IsFailedPrecondition(s0)) << s0;
   EXPECT_TRUE(absl::IsFailedPrecondition(s1)) << s1;
   EXPECT_TRUE(absl::StrContains(s0.message(), "rank 1")) << s0;
