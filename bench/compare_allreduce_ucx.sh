@@ -15,6 +15,8 @@
 #   MAX_BYTES=1K ITERS=2000 WARMUP=200 GLOO_ALGS= bench/compare_allreduce_ucx.sh /tmp/small
 #     (the small-message target alone: 8 B - 1 KB, enough calls to time
 #     them, Gloo left out)
+#   MIN_BYTES=1M bench/compare_allreduce_ucx.sh /tmp/large
+#     (the bandwidth target alone: 1 MB - 64 MB)
 #
 # The three run alternately, ROUNDS times (default 3); the table takes each
 # side's median per size. Gloo's bcube is left out by default: Debian's Gloo
@@ -30,8 +32,9 @@ warmup="${WARMUP:-5}"
 rounds="${ROUNDS:-3}"
 tls="${RELAY_UCX_TLS:-shm,self}"
 gloo_algs="${GLOO_ALGS-ring ring_chunked halving_doubling}"
+min_bytes="${MIN_BYTES:-8}"
 max_bytes="${MAX_BYTES:-64M}"
-sweep=(-b 8 -e "$max_bytes" -f 2 -n "$iters" -w "$warmup")
+sweep=(-b "$min_bytes" -e "$max_bytes" -f 2 -n "$iters" -w "$warmup")
 mkdir -p "$out"
 
 bazel build //bench:collectives //bench/peers:mpi_collectives //bench/peers:gloo_allreduce >&2
@@ -45,7 +48,7 @@ cp -f bazel-bin/bench/collectives bazel-bin/bench/peers/gloo_allreduce "$bin/"
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- command: bench/compare_allreduce_ucx.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds MAX_BYTES=$max_bytes GLOO_ALGS=\"$gloo_algs\", UCX_TLS=$tls)"
+  echo "- command: bench/compare_allreduce_ucx.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds MIN_BYTES=$min_bytes MAX_BYTES=$max_bytes GLOO_ALGS=\"$gloo_algs\", UCX_TLS=$tls)"
   echo "- relay: UCX_TLS=$tls tools/relayrun -n N -- bench/collectives --collective all_reduce ${sweep[*]}"
   echo "- Open MPI: bench/peers/run_mpi_allreduce.sh --best ${sweep[*]} (algorithms 0-6, 0 = default rules)"
   echo "- Gloo: tools/relayrun -n N -- bench/peers/gloo_allreduce --algorithm A ${sweep[*]} for A in: $gloo_algs"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "collectives/direct.h"
+#include "collectives/shm.h"
 
 namespace relay {
 
@@ -132,30 +133,9 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       return alpha / 2 + traffic * T * beta +
              0.6 * (1.0 + written) * (S - T) * beta;
     }
-    case Algorithm::kShm: {
-      // `bytes` is S as above; the largest contribution (shm.h) must fit.
-      const size_t per_rank =
-          kind == CollectiveKind::kAllGather || kind == CollectiveKind::kGather
-              ? bytes / static_cast<size_t>(size)
-              : bytes;
-      if (caps.exchange_bytes == 0 || per_rank > caps.exchange_bytes) break;
-      // One hand-off, like direct, plus the copy into the slots: direct's
-      // traffic and one more S (all_gather's is an overestimate: it reads
-      // S, not n S). Between processes that traffic is plain loads and
-      // stores, which cost a quarter of the link's per-byte time: the
-      // link's figure stands for a transport's messages, protocol
-      // included. (2 processes over UCX on a 2-core VM, 2026-11-24: a
-      // 64 KB all_reduce took 7.6-8.3 us by shm, 19.8-47 by recursive
-      // doubling.) Where ranks share an address space (loopback), direct
-      // reads the buffers in place and shm's copy is pure overhead: there
-      // it counts at the full rate, so it never undercuts direct.
-      const double traffic = kind == CollectiveKind::kAllReduce ||
-                                     kind == CollectiveKind::kAllGather
-                                 ? n + 1
-                                 : 2;
-      const double rate = caps.shared_address_space ? 1.0 : 0.25;
-      return alpha / 2 + rate * traffic * S * beta;
-    }
+    case Algorithm::kShm:
+      // One exchange, or all_reduce's pipeline of them (shm.h).
+      return ShmEstimateMicros(kind, bytes, size, caps);
     case Algorithm::kAuto:
     case Algorithm::kNative:
       break;

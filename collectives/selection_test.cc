@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "collectives/shm.h"
 #include "gtest/gtest.h"
 #include "runtime/collective.h"
 #include "runtime/transport.h"
@@ -26,12 +27,12 @@ TransportCapabilities LoopbackLike() {
   return caps;
 }
 
-// What the UCX transport reports for ranks on one host (a shared-memory
-// exchange, no shared address space).
+// What the UCX transport reports for a few ranks on one host (a shared-
+// memory exchange with 1 MB slots, no shared address space).
 TransportCapabilities UcxOneHostLike() {
   TransportCapabilities caps;
   caps.host_memory = true;
-  caps.exchange_bytes = 64 << 10;
+  caps.exchange_bytes = 1 << 20;
   caps.latency_us = 2.0;
   caps.bandwidth_gbps = 5.0;
   return caps;
@@ -231,8 +232,9 @@ TEST(SelectionTest, EstimateMicrosMonotonicInBytes) {
 }
 
 // Verifies that ranks on one host without a shared address space (UCX over
-// shared memory) take shm for every small collective, and leave it once the
-// message outgrows it or the transport has no exchange.
+// shared memory) take shm for every small collective and for all_reduce of
+// any size (its pipeline), and leave it once any other collective's message
+// outgrows one exchange or the transport has no exchange.
 TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
   const TransportCapabilities caps = UcxOneHostLike();
   for (CollectiveKind kind : AllCollectiveKinds()) {
@@ -242,6 +244,13 @@ TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
                 Algorithm::kShm)
           << CollectiveName(kind) << " on " << size;
       if (kind == CollectiveKind::kBarrier) continue;
+      if (kind == CollectiveKind::kAllReduce) {
+        EXPECT_EQ(ChooseAlgorithm(kind, size_t{16} << 20, size, caps),
+                  Algorithm::kShm)
+            << "on " << size;
+        EXPECT_TRUE(ShmAllReducePipelines(size_t{16} << 20, size, caps));
+        continue;
+      }
       EXPECT_NE(ChooseAlgorithm(kind, size_t{16} << 20, size, caps),
                 Algorithm::kShm)
           << CollectiveName(kind) << " on " << size;
@@ -251,6 +260,23 @@ TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
   // processes: 7.6-8.3 us by shm, 19.8-47 by recursive doubling).
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 64 << 10, 2, caps),
             Algorithm::kShm);
+  EXPECT_FALSE(ShmAllReducePipelines(64 << 10, 2, caps));
+  // Past one exchange's range the pipeline, whose chunks are the slots:
+  // measured on 2 processes with 1 MB slots, 1.2-1.8x the ring's busbw
+  // at 16 and 64 MB
+  // (bench/results/2026-11-24-allreduce-ucx-shm-pipeline-vs-mpi).
+  EXPECT_TRUE(ShmAllReducePipelines((64 << 10) + 4, 2, caps));
+  // With more ranks one exchange reads n contributions, and the pipeline
+  // takes over below that range: on 8 ranks at 64 KB it moves 3.25 S per
+  // rank instead of 9 S.
+  EXPECT_TRUE(ShmAllReducePipelines(64 << 10, 8, caps));
+  // Loopback's ranks share an address space: the model never offers the
+  // pipeline there (direct reduces in place), so a small shm stays one
+  // exchange.
+  EXPECT_FALSE(ShmAllReducePipelines(8 << 10, 16, LoopbackLike()));
+  EXPECT_EQ(EstimateMicros(Algorithm::kShm, CollectiveKind::kAllReduce,
+                           size_t{1} << 20, 2, LoopbackLike()),
+            std::numeric_limits<double>::infinity());
   TransportCapabilities apart = caps;
   apart.exchange_bytes = 0;
   EXPECT_EQ(EstimateMicros(Algorithm::kShm, CollectiveKind::kAllReduce, 8, 2,

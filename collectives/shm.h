@@ -1,15 +1,24 @@
 // File: collectives/shm.h
 //
-// The shm algorithm: every collective as one shared-memory exchange
+// The shm algorithm: collectives through shared-memory exchanges
 // (Transport::Exchange, runtime/slot_exchange.h), for transports whose
-// ranks share a host. Each rank copies its contribution into its slot and,
-// once every rank's is there, computes its own output from them on its own
-// thread, reducing in rank order so every rank gets the same bits. No
-// messages, no schedule, no request per peer: it is for small messages,
-// where those costs are most of the time (what Open MPI's and UCC's
-// shared-memory collectives do). Over processes it costs a copy in and a
-// read of every contribution, (n + 1) S, so the cost model leaves larger
-// messages to the ring.
+// ranks share a host.
+//
+// One exchange (every kind). Each rank copies its contribution into its
+// slot and, once every rank's is there, computes its own output from them
+// on its own thread, reducing in rank order so every rank gets the same
+// bits. No messages, no schedule, no request per peer: for small messages
+// that is most of the time (what Open MPI's and UCC's shared-memory
+// collectives do). It costs a copy in and a read of every contribution,
+// (n + 1) S per rank, so the cost model offers it up to kShmOneShotBytes.
+//
+// The pipeline (all_reduce). Larger all_reduces run as a reduce-scatter
+// and an all-gather per chunk of the slots' size, two exchanges per chunk:
+// each rank reduces its 1/n piece of the chunk from every slot, then
+// contributes that piece, and copies the others' pieces out. About
+// (3 + 2/n) S of memory traffic per rank and no messages; reductions still
+// run in rank order, so every rank's result has the same bits.
+// ShmAllReducePipelines says which of the two an all_reduce takes.
 //
 // What each rank contributes (S = count elements of the call's type):
 //   all_reduce, reduce, all_gather, gather   its send buffer (S)
@@ -36,17 +45,36 @@
 
 namespace relay {
 
+// The largest one-exchange contribution the cost model offers shm (per
+// rank): as far as it was measured against the message algorithms
+// (bench/results/2026-11-24-allreduce-ucx-shm-vs-mpi-small). A forced
+// `shm` runs one exchange up to the transport's slots.
+inline constexpr size_t kShmOneShotBytes = size_t{64} << 10;
+
 // The largest contribution of any rank to the exchange of a call with
 // per-rank count `count` of `element_bytes`-byte elements on `size` ranks.
 size_t ShmContributionBytes(CollectiveKind kind, size_t count,
                             size_t element_bytes, int size);
 
+// Whether an all_reduce of `bytes` per rank runs as the pipeline rather
+// than one exchange: past kShmOneShotBytes or the slots, and below that
+// where the model finds it cheaper (more ranks: one exchange reads n S),
+// except where ranks share an address space.
+bool ShmAllReducePipelines(size_t bytes, int size,
+                           const TransportCapabilities& caps);
+
+// The cost model's estimate for shm (collectives/selection.h), in
+// microseconds for the nccl-tests size `bytes`; infinite where shm does
+// not run the call (no exchange, or one exchange too large).
+double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
+                         const TransportCapabilities& caps);
+
 // Runs `args` (validated; any kind; `count` per rank as in
 // runtime/collective.h, `dtype` the element type of the call: the send
 // buffer's for reduce and gather, the receive buffer's otherwise) as one
-// exchange. InvalidArgument naming the limit
-// when the contribution does not fit the transport's slots; Unimplemented
-// where the transport has no Exchange.
+// exchange, or an all_reduce as the pipeline. InvalidArgument naming the
+// limit when a one-exchange contribution does not fit the transport's
+// slots; Unimplemented where the transport has no Exchange.
 absl::StatusOr<Request> StartShm(Transport& transport,
                                  const CollectiveArgs& args, size_t count,
                                  DataType dtype,

@@ -211,17 +211,27 @@ std::vector<ConformanceCase> CasesForSizes(absl::Span<const int> sizes) {
         for (DataType dtype : AllDataTypes()) {
           for (ReduceOp op : AllReduceOps()) {
             add({kind, algorithm, size, 53, dtype, op, size - 1, false});
+            // shm's all_reduce pipeline (shm.h) past 64 KB for every
+            // dtype, in chunks of loopback's 64 KB slots, with pieces of
+            // unequal length.
+            if (kind == CollectiveKind::kAllReduce &&
+                algorithm == Algorithm::kShm) {
+              add({kind, algorithm, size, 70001, dtype, op, size - 1, false});
+            }
           }
         }
       }
     }
   }
-  // 3. Large: over a million elements, pipelined into many segments (not
-  // for shm, whose contributions must fit a transport's slots).
+  // 3. Large: over a million elements, pipelined into many segments (shm
+  // for all_reduce only, whose pipeline runs any size: the other kinds'
+  // one exchange must fit a transport's slots).
   for (CollectiveKind kind : AllCollectiveKinds()) {
     if (kind == CollectiveKind::kBarrier) continue;
     for (Algorithm algorithm : AlgorithmsFor(kind)) {
-      if (algorithm == Algorithm::kShm) continue;
+      if (algorithm == Algorithm::kShm && kind != CollectiveKind::kAllReduce) {
+        continue;
+      }
       for (int size : {2, 5}) {
         add({kind, algorithm, size, (size_t{1} << 20) + 3, DataType::kFloat32,
              ReduceOp::kSum, size - 1, false});
