@@ -262,8 +262,8 @@ TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
             Algorithm::kShm);
   EXPECT_FALSE(ShmAllReducePipelines(64 << 10, 2, caps));
   // Past one exchange's range the pipeline, whose chunks are the slots:
-  // measured on 2 processes with 1 MB slots, 1.2-1.8x the ring's busbw
-  // at 16 and 64 MB
+  // 2.9-7.1 GB/s busbw at 1-64 MB on 2 processes, where the message
+  // algorithms reached 2.2-4.2 a day earlier
   // (bench/results/2026-11-24-allreduce-ucx-shm-pipeline-vs-mpi).
   EXPECT_TRUE(ShmAllReducePipelines((64 << 10) + 4, 2, caps));
   // With more ranks one exchange reads n contributions, and the pipeline
