@@ -34,5 +34,23 @@ for tls in shm,self tcp,self; do
     fi
   done
 done
+# Ranks that disagree on UCX_TLS (rank 2 excludes shared memory): UCX still
+# connects them over TCP, and every rank must learn at once that there is no
+# shared-memory exchange, instead of the others waiting for rank 2 in its
+# setup until the store's timeout (the relayrun timeout below fails it).
+start=$SECONDS
+out="$(UCX_TLS=shm,tcp,self "$RELAYRUN" -n 3 --transport ucx --timeout 120 -- \
+  sh -c 'if [ "$RELAY_RANK" = 2 ]; then export UCX_TLS=tcp,self; fi; exec "$0" "$@"' \
+  "$RANK_BIN" --filter _n3_c1_ --timeout 60 2>&1)"
+rc=$?
+if [[ $rc != 0 || "$(grep -c "cases, 0 failed" <<<"$out")" != 3 ]] ||
+   ! grep -q "UCX_TLS excludes shared memory on rank(s) 2" <<<"$out"; then
+  echo "FAIL: ranks with different UCX_TLS (relayrun exit $rc):"
+  grep -v "UCX  WARN" <<<"$out" | tail -n 30 | sed 's/^/    /'
+  failures=$((failures + 1))
+else
+  echo "ok: ranks with different UCX_TLS, no exchange, $((SECONDS - start)) s"
+fi
+
 ((failures == 0)) || { echo "$failures job(s) failed"; exit 1; }
 echo "all UCX conformance jobs passed"

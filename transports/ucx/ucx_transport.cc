@@ -21,6 +21,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -258,11 +259,23 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         !st.ok()) {
       return st;
     }
+    // Whether this rank's UCX_TLS allows the shared-memory exchange: every
+    // rank must agree before any of them sets up the segment, or the ones
+    // that want it wait for the others until the timeout.
+    const bool want_exchange = TlsAllowSharedMemory(std::getenv("UCX_TLS"));
+    if (absl::Status st = config.store->Set(
+            absl::StrCat("ucx/shm_wanted/", rank_), want_exchange ? "1" : "0");
+        !st.ok()) {
+      return st;
+    }
     std::vector<std::string> keys;
-    keys.reserve(static_cast<size_t>(2 * size_));
+    keys.reserve(static_cast<size_t>(3 * size_));
     for (int r = 0; r < size_; ++r) keys.push_back(absl::StrCat("ucx/", r));
     for (int r = 0; r < size_; ++r) {
       keys.push_back(absl::StrCat("ucx/host/", r));
+    }
+    for (int r = 0; r < size_; ++r) {
+      keys.push_back(absl::StrCat("ucx/shm_wanted/", r));
     }
     absl::StatusOr<std::vector<std::string>> addresses =
         config.store->MultiGet(keys, config.timeout);
@@ -280,7 +293,21 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         wait_ == UcxWait::kBlock ||
         (wait_ == UcxWait::kAuto && local_ranks > UsableCores());
     wait_spin_ = RequestState::SpinBudgetFor(local_ranks);
-    if (local_ranks == size_ && TlsAllowSharedMemory(std::getenv("UCX_TLS"))) {
+    std::vector<int> unwilling;  // Ranks whose UCX_TLS excludes shm.
+    for (int r = 0; r < size_; ++r) {
+      if ((*addresses)[static_cast<size_t>(2 * size_ + r)] != "1") {
+        unwilling.push_back(r);
+      }
+    }
+    if (local_ranks == size_ && !unwilling.empty() && want_exchange &&
+        rank_ == 0) {
+      std::fprintf(stderr, "relay: ucx: no shared-memory exchange, small "
+                   "collectives use messages: UCX_TLS excludes shared "
+                   "memory on rank(s) %s but not here (give every rank the "
+                   "same UCX_TLS)\n",
+                   absl::StrJoin(unwilling, ",").c_str());
+    }
+    if (local_ranks == size_ && unwilling.empty()) {
       // Every rank on this host: small collectives go through a shared-
       // memory exchange (the shm algorithm) instead of messages. Every rank
       // learns the same verdict; without a segment they use messages.
