@@ -225,8 +225,11 @@ bool ShmAllReducePipelines(size_t bytes, int size,
                            const TransportCapabilities& caps) {
   if (bytes > std::min(caps.exchange_bytes, kShmOneShotBytes)) return true;
   // Ranks sharing an address space: the model never offers the pipeline
-  // (ShmEstimateMicros), so a small one runs as one exchange.
-  if (caps.shared_address_space) return false;
+  // (ShmEstimateMicros), so a small one runs as one exchange. On two ranks
+  // one exchange moves less, (n + 1) S < (3 + 2 / n) S, and costs one
+  // hand-off instead of two: no need to ask the model (this runs on every
+  // small all_reduce).
+  if (caps.shared_address_space || size <= 2) return false;
   const double alpha = caps.latency_us;
   const double beta = 1e-3 / std::max(caps.bandwidth_gbps, 1e-9);
   const double rate = caps.shared_address_space ? 1.0 : 0.25;
