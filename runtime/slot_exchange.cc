@@ -135,7 +135,9 @@ class SlotExchange::Op final : public RequestState {
   }
   std::chrono::nanoseconds SpinBudget() const override { return owner->spin_; }
   void Sleep(std::chrono::nanoseconds timeout) override {
+    owner->waiters_asleep_.fetch_add(1, std::memory_order_relaxed);
     owner->SleepUntilWritten(timeout);
+    owner->waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
   }
 };
 

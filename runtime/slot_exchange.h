@@ -145,6 +145,15 @@ class SlotExchange {
     SleepUntilWritten(timeout);
   }
 
+  // Whether a request's Wait on this rank is asleep on an exchange (it
+  // wakes on the next slot write and drives the queue itself): a progress
+  // thread then has no reason to sleep on the same wake-up too, where
+  // every write would wake both (more ranks than cores: each wake-up is a
+  // context switch the ranks with work pay for).
+  bool waiter_asleep() const {
+    return waiters_asleep_.load(std::memory_order_relaxed) > 0;
+  }
+
   // Fails every queued exchange, and every later Start, with `reason`, and
   // marks this rank aborted in the shared region so that peers waiting for
   // it fail with Unavailable. Idempotent.
@@ -204,6 +213,8 @@ class SlotExchange {
   absl::Status aborted_;    // Not OK once Abort ran.
   // Lock-free hint for Progress(): queue_ is not empty.
   std::atomic<bool> pending_{false};
+  // Requests' Waits asleep in SleepUntilWritten (waiter_asleep()).
+  std::atomic<int> waiters_asleep_{0};
 };
 
 }  // namespace relay

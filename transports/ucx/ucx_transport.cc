@@ -778,7 +778,18 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         // An exchange waits for a peer's slot write, which raises no UCX
         // event: sleep on the exchange's own wake-up when blocking (bounded,
         // for UCX work that may be in flight too), else yield between polls.
-        if (blocking_) {
+        if (blocking_ && exchange_->waiter_asleep() &&
+            outstanding_.load(std::memory_order_relaxed) == 0) {
+          // A caller's Wait sleeps on the exchange and drives it when
+          // woken: standing by on a timer, not on the same wake-up, halves
+          // the threads every slot write wakes. With 4 processes on 2
+          // cores that raised 16-64 MB all_reduce busbw by about a third
+          // (bench/results/2026-11-24-ucx-exchange-wakeups.md). The timer
+          // covers a caller that stops waiting with exchanges still
+          // queued (a Wait that timed out): this loop drives them each
+          // time round.
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        } else if (blocking_) {
           exchange_->WaitForWrite(std::chrono::microseconds(100));
         } else {
           std::this_thread::yield();

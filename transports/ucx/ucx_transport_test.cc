@@ -320,6 +320,43 @@ TEST(UcxTransportExchangeTest, ExchangesCompleteWithoutAnyoneWaiting) {
   }
 }
 
+// In blocking mode (more ranks than cores) the progress thread stands by
+// on a timer while a caller's Wait sleeps on the exchange. A Wait that
+// gives up (its timeout) with the exchange still queued must leave it to
+// the progress thread again: the exchange completes once the peer comes,
+// with nobody waiting.
+TEST(UcxTransportExchangeTest, ExchangeCompletesAfterItsWaiterGaveUp) {
+  UcxTransportFactory factory;
+  if (!factory.IsViable()) GTEST_SKIP() << "UCX is not usable here";
+  setenv("RELAY_UCX_WAIT", "block", 1);
+  auto ranks = ConnectWithTls(2, "shm,self");
+  unsetenv("RELAY_UCX_WAIT");
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_GT(ranks[0]->capabilities().exchange_bytes, 0u);
+  for (int round = 0; round < 3; ++round) {
+    int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
+    int64_t *o0 = &s0, *o1 = &s1;
+    auto r0 = ranks[0]->Exchange(round, &v0, sizeof(v0), &SumContributions,
+                                 &o0, sizeof(o0), Deadline());
+    ASSERT_TRUE(r0.ok());
+    // Long enough to stop polling and sleep on the exchange.
+    EXPECT_EQ(r0->Wait(absl::Milliseconds(50)).code(),
+              absl::StatusCode::kDeadlineExceeded);
+    std::promise<absl::Status> done0;
+    r0->OnDone([&](absl::Status st) { done0.set_value(st); });
+    auto r1 = ranks[1]->Exchange(round, &v1, sizeof(v1), &SumContributions,
+                                 &o1, sizeof(o1), Deadline());
+    ASSERT_TRUE(r1.ok());
+    ASSERT_TRUE(r1->Wait().ok());
+    auto f0 = done0.get_future();
+    ASSERT_EQ(f0.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+        << "rank 0's exchange never completed after its Wait gave up";
+    EXPECT_TRUE(f0.get().ok());
+    EXPECT_EQ(s0, 12 + round);
+    EXPECT_EQ(s1, 12 + round);
+  }
+}
+
 // A job told to keep off shared memory (UCX_TLS without it) gets no
 // exchange, so the shm algorithm is not offered behind the user's back.
 TEST(UcxTransportExchangeTest, NoExchangeWhenUcxTlsExcludesSharedMemory) {
