@@ -267,8 +267,8 @@ TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
   // (bench/results/2026-11-24-allreduce-ucx-shm-pipeline-vs-mpi).
   EXPECT_TRUE(ShmAllReducePipelines((64 << 10) + 4, 2, caps));
   // With more ranks one exchange reads n contributions, and the pipeline
-  // takes over below that range: on 8 ranks at 64 KB it moves 3.25 S per
-  // rank instead of 9 S.
+  // takes over below that range: on 8 ranks at 64 KB it moves about 3 S
+  // per rank instead of 9 S.
   EXPECT_TRUE(ShmAllReducePipelines(64 << 10, 8, caps));
   // Loopback's ranks share an address space: the model never offers the
   // pipeline there (direct reduces in place), so a small shm stays one

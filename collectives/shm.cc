@@ -31,24 +31,24 @@ const char* At(const void* base, size_t offset_bytes) {
   return static_cast<const char*>(base) + offset_bytes;
 }
 
-// out = every rank's `count` elements at element `offset`, reduced in rank
-// order (so every rank computes the same bits); reads only the slots, so
-// `out` may be the caller's own send buffer.
-void ReduceInto(absl::Span<const Contribution> all, const ShmCall& c,
-                size_t offset, void* out) {
-  const size_t esize = DataTypeSize(c.dtype);
+// out = every rank's `count` elements at element `offset`, reduced with
+// `op` in rank order (so every rank computes the same bits); reads only
+// the slots, so `out` may be the caller's own send buffer.
+void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
+                DataType dtype, size_t offset, size_t count, void* out) {
+  const size_t esize = DataTypeSize(dtype);
   const size_t from = offset * esize;
   if (all.size() == 1) {
-    std::memcpy(out, At(all[0].data, from), c.count * esize);
+    std::memcpy(out, At(all[0].data, from), count * esize);
   } else {
-    const ReduceKernel reduce = GetReduceFn(c.dtype, c.op);
-    reduce(At(all[0].data, from), At(all[1].data, from), out, c.count);
+    const ReduceKernel reduce = GetReduceFn(dtype, op);
+    reduce(At(all[0].data, from), At(all[1].data, from), out, count);
     for (size_t r = 2; r < all.size(); ++r) {
-      reduce(out, At(all[r].data, from), out, c.count);
+      reduce(out, At(all[r].data, from), out, count);
     }
   }
-  if (c.op == ReduceOp::kAvg) {
-    DivideInPlace(c.dtype, out, c.count, static_cast<int>(all.size()));
+  if (op == ReduceOp::kAvg) {
+    DivideInPlace(dtype, out, count, static_cast<int>(all.size()));
   }
 }
 
@@ -62,13 +62,13 @@ void Finish(absl::Span<const Contribution> all, const void* context) {
     case CollectiveKind::kBarrier:
       return;
     case CollectiveKind::kAllReduce:
-      ReduceInto(all, c, 0, recv);
+      ReduceInto(all, c.op, c.dtype, 0, c.count, recv);
       return;
     case CollectiveKind::kReduce:
-      if (c.rank == c.root) ReduceInto(all, c, 0, recv);
+      if (c.rank == c.root) ReduceInto(all, c.op, c.dtype, 0, c.count, recv);
       return;
     case CollectiveKind::kReduceScatter:
-      ReduceInto(all, c, mine * c.count, recv);
+      ReduceInto(all, c.op, c.dtype, mine * c.count, c.count, recv);
       return;
     case CollectiveKind::kBroadcast:
       std::memcpy(recv, all[static_cast<size_t>(c.root)].data, block);
@@ -132,14 +132,8 @@ void FinishReducePiece(absl::Span<const Contribution> all,
   const PipelineChunk& c = *static_cast<const PipelineChunk*>(context);
   const Piece mine =
       PieceOf(c.elements, all.size(), static_cast<size_t>(c.rank));
-  const ShmCall call{CollectiveKind::kAllReduce,
-                     c.op,
-                     c.dtype,
-                     0,
-                     c.rank,
-                     c.recv + mine.first * DataTypeSize(c.dtype),
-                     mine.length};
-  ReduceInto(all, call, mine.first, call.recv);
+  ReduceInto(all, c.op, c.dtype, mine.first, mine.length,
+             c.recv + mine.first * DataTypeSize(c.dtype));
 }
 
 void FinishGatherPieces(absl::Span<const Contribution> all,
@@ -204,20 +198,37 @@ size_t ShmContributionBytes(CollectiveKind kind, size_t count,
 
 namespace {
 
-// The model's two ways for an all_reduce of S bytes per rank (alpha, beta
-// and the rate as in ShmEstimateMicros).
-double OneShotMicros(double traffic, double S, double alpha, double beta,
-                     double rate) {
-  return alpha / 2 + rate * traffic * S * beta;
-}
-double PipelineMicros(double S, double n, size_t slot_bytes, double alpha,
-                      double beta, double rate) {
-  // Two exchanges per chunk; per rank a copy in of S, a read of S and a
-  // write of S / n (the piece), a copy in of the piece, and a read and a
-  // write of the others' pieces: about (3 + 2 / n) S.
-  const double chunks = std::ceil(S / static_cast<double>(slot_bytes));
-  return std::max(chunks, 1.0) * alpha + rate * (3 + 2 / n) * S * beta;
-}
+// The cost model's inputs for shm (selection.h: alpha the per-message
+// latency, beta the time per byte). Between processes shm's traffic is
+// plain loads and stores, which cost a quarter of the link's per-byte
+// time: the link's figure stands for a transport's messages, protocol
+// included. (2 processes over UCX on a 2-core VM, 2026-11-24: a 64 KB
+// all_reduce took 7.6-8.3 us by shm, 19.8-47 by recursive doubling.)
+// Where ranks share an address space (loopback), direct reads the buffers
+// in place and shm's copies are pure overhead: there they count at the
+// full rate, so shm never undercuts direct.
+struct ShmModel {
+  double alpha, beta, rate;
+
+  explicit ShmModel(const TransportCapabilities& caps)
+      : alpha(caps.latency_us),
+        beta(1e-3 / std::max(caps.bandwidth_gbps, 1e-9)),
+        rate(caps.shared_address_space ? 1.0 : 0.25) {}
+
+  // One exchange moving `traffic` S per rank: a hand-off like direct's.
+  double OneShot(double traffic, double S) const {
+    return alpha / 2 + rate * traffic * S * beta;
+  }
+  // All_reduce's pipeline: two hand-offs per chunk of `slot_bytes`. Counted
+  // like one exchange's (n + 1) S, each byte moved once: the chunk copied
+  // in (S), its pieces read (S), the reduced piece written (S / n) and
+  // copied in (S / n), the others' pieces copied out ((n - 1) / n S):
+  // (3 + 1 / n) S.
+  double Pipeline(double S, double n, size_t slot_bytes) const {
+    const double chunks = std::ceil(S / static_cast<double>(slot_bytes));
+    return std::max(chunks, 1.0) * alpha + rate * (3 + 1 / n) * S * beta;
+  }
+};
 
 }  // namespace
 
@@ -226,33 +237,20 @@ bool ShmAllReducePipelines(size_t bytes, int size,
   if (bytes > std::min(caps.exchange_bytes, kShmOneShotBytes)) return true;
   // Ranks sharing an address space: the model never offers the pipeline
   // (ShmEstimateMicros), so a small one runs as one exchange. On two ranks
-  // one exchange moves less, (n + 1) S < (3 + 2 / n) S, and costs one
+  // one exchange moves less, (n + 1) S < (3 + 1 / n) S, and costs one
   // hand-off instead of two: no need to ask the model (this runs on every
   // small all_reduce).
   if (caps.shared_address_space || size <= 2) return false;
-  const double alpha = caps.latency_us;
-  const double beta = 1e-3 / std::max(caps.bandwidth_gbps, 1e-9);
-  const double rate = caps.shared_address_space ? 1.0 : 0.25;
+  const ShmModel model(caps);
   const double n = size, S = static_cast<double>(bytes);
-  return PipelineMicros(S, n, caps.exchange_bytes, alpha, beta, rate) <
-         OneShotMicros(n + 1, S, alpha, beta, rate);
+  return model.Pipeline(S, n, caps.exchange_bytes) < model.OneShot(n + 1, S);
 }
 
 double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
                          const TransportCapabilities& caps) {
   if (caps.exchange_bytes == 0) return std::numeric_limits<double>::infinity();
+  const ShmModel model(caps);
   const double n = size, S = static_cast<double>(bytes);
-  const double alpha = caps.latency_us;
-  const double beta = 1e-3 / std::max(caps.bandwidth_gbps, 1e-9);
-  // Between processes the traffic is plain loads and stores, which cost a
-  // quarter of the link's per-byte time: the link's figure stands for a
-  // transport's messages, protocol included. (2 processes over UCX on a
-  // 2-core VM, 2026-11-24: a 64 KB all_reduce took 7.6-8.3 us by shm,
-  // 19.8-47 by recursive doubling.) Where ranks share an address space
-  // (loopback), direct reads the buffers in place and shm's copy is pure
-  // overhead: there it counts at the full rate, so it never undercuts
-  // direct.
-  const double rate = caps.shared_address_space ? 1.0 : 0.25;
   if (kind == CollectiveKind::kAllReduce &&
       ShmAllReducePipelines(bytes, size, caps)) {
     // Where ranks share an address space, direct (or its split) reduces
@@ -261,7 +259,7 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
     if (caps.shared_address_space) {
       return std::numeric_limits<double>::infinity();
     }
-    return PipelineMicros(S, n, caps.exchange_bytes, alpha, beta, rate);
+    return model.Pipeline(S, n, caps.exchange_bytes);
   }
   // One exchange: the model offers it up to kShmOneShotBytes per rank (as
   // far as it was measured), though a forced shm runs it up to the slots.
@@ -272,14 +270,13 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
   if (per_rank > std::min(caps.exchange_bytes, kShmOneShotBytes)) {
     return std::numeric_limits<double>::infinity();
   }
-  // A hand-off like direct's, plus the copy into the slots: direct's
-  // traffic and one more S (all_gather's is an overestimate: it reads S,
-  // not n S).
+  // Direct's traffic plus the copy into the slots, one more S (all_gather's
+  // is an overestimate: it reads S, not n S).
   const double traffic = kind == CollectiveKind::kAllReduce ||
                                  kind == CollectiveKind::kAllGather
                              ? n + 1
                              : 2;
-  return OneShotMicros(traffic, S, alpha, beta, rate);
+  return model.OneShot(traffic, S);
 }
 
 absl::StatusOr<Request> StartShm(Transport& transport,

@@ -4,7 +4,6 @@
 #include <mutex>
 #include <utility>
 
-
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/futex.h"

@@ -81,10 +81,10 @@ absl::StatusOr<ContextPtr> CreateContext(int ranks, bool wakeup = false) {
 // cores means a round of sleeps and wake-ups: in a trial on 4 processes
 // of a 2-core VM (2026-11-24; two builds of `bench/collectives
 // --algorithm shm`, not kept), 1 MB chunks made 16 and 64 MB all_reduces
-// 1.5-3x faster than 64 KB ones. The segment holds two slots per rank and lives in
-// /dev/shm, which containers often keep small (Docker: 64 MB), so a group
-// takes at most 8 MB up to 64 ranks: 1 MB slots up to 4 ranks, smaller
-// ones above, never below 64 KB.
+// 1.5-3x faster than 64 KB ones. The segment holds two slots per rank
+// and lives in /dev/shm, which containers often keep small (Docker:
+// 64 MB), so a group takes at most 8 MB up to 64 ranks: 1 MB slots up to
+// 4 ranks, smaller ones above, never below 64 KB.
 size_t UcxExchangeBytes(int size) {
   constexpr size_t kMost = size_t{1} << 20, kLeast = size_t{64} << 10;
   return std::clamp((size_t{4} << 20) / static_cast<size_t>(size), kLeast,
