@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/reduce.h"
 #include "runtime/status_macros.h"
@@ -39,7 +40,10 @@ void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
   const size_t esize = DataTypeSize(dtype);
   const size_t from = offset * esize;
   if (all.size() == 1) {
-    std::memcpy(out, At(all[0].data, from), count * esize);
+    // In place on one rank the pipeline's "contribution" is `out` itself.
+    if (At(all[0].data, from) != out) {
+      std::memcpy(out, At(all[0].data, from), count * esize);
+    }
   } else {
     const ReduceKernel reduce = GetReduceFn(dtype, op);
     reduce(At(all[0].data, from), At(all[1].data, from), out, count);
@@ -96,23 +100,28 @@ void Finish(absl::Span<const Contribution> all, const void* context) {
 // An all_reduce larger than the slots runs as a pipeline of exchanges, two
 // per chunk of the buffers (`chunk` elements, the last one shorter). Each
 // chunk is split into `size` pieces; rank i owns piece i:
-//   exchange A: every rank contributes the chunk of its send buffer; rank i
-//               reduces piece i of every contribution into its receive
-//               buffer;
+//   exchange A: every rank puts the chunk of its send buffer into its slot,
+//               all but piece i, which no peer reads; rank i reduces piece
+//               i of every peer's slot and of its own send buffer into its
+//               receive buffer;
 //   exchange B: every rank contributes its reduced piece (read from its
 //               receive buffer); each copies the others' pieces into place.
 // All 2 * chunks exchanges are queued at once: a queued exchange's data is
 // read only when its slot is written, after the one before it finished
 // (runtime/slot_exchange.h), so B reads the piece A wrote. In place is
-// safe: A has copied a chunk of the send buffer into the slot before its
-// finish writes the same chunk of the receive buffer, and nothing reads
-// that chunk of the send buffer again.
+// safe: A has copied the other pieces of a chunk of the send buffer into
+// the slot before any finish writes them in the receive buffer. Ranks 0
+// and 1 reduce their own piece element by element into the same place,
+// each element read before it is written (collectives/reduce.h allows
+// that); later ranks copy it into the slot too (ReducesOwnPieceInPlace).
 struct PipelineChunk {
   ReduceOp op;
   DataType dtype;
   int rank;
-  char* recv;       // The chunk's first element in the receive buffer.
-  size_t elements;  // In the chunk.
+  int size;
+  const char* send;  // The chunk's first element in the send buffer.
+  char* recv;        // The chunk's first element in the receive buffer.
+  size_t elements;   // In the chunk.
 };
 static_assert(std::is_trivially_copyable_v<PipelineChunk>);
 static_assert(sizeof(PipelineChunk) <= SlotExchange::kMaxContextBytes);
@@ -127,13 +136,45 @@ Piece PieceOf(size_t elements, size_t n, size_t piece) {
   return {piece * base + std::min(piece, extra), base + (piece < extra)};
 }
 
+// Whether rank `c.rank` reduces its own piece from its send buffer rather
+// than its slot. Not in place from rank 2 on: the fold in rank order
+// (ReduceInto) writes ranks 0 and 1's sum over the receive buffer, which
+// is then this rank's own piece, before reading it.
+bool ReducesOwnPieceInPlace(const PipelineChunk& c) {
+  return c.rank < 2 || c.send != c.recv;
+}
+
+// Exchange A's contribution: the chunk, each piece at its place, but this
+// rank's own piece where it reads that from its send buffer.
+void FillOthersPieces(void* slot, size_t bytes, const void* context) {
+  const PipelineChunk& c = *static_cast<const PipelineChunk*>(context);
+  if (!ReducesOwnPieceInPlace(c)) {
+    std::memcpy(slot, c.send, bytes);
+    return;
+  }
+  const size_t esize = DataTypeSize(c.dtype);
+  const Piece mine = PieceOf(c.elements, static_cast<size_t>(c.size),
+                             static_cast<size_t>(c.rank));
+  const size_t before = mine.first * esize;
+  const size_t after = before + mine.length * esize;
+  std::memcpy(slot, c.send, before);
+  std::memcpy(static_cast<char*>(slot) + after, c.send + after, bytes - after);
+}
+
 void FinishReducePiece(absl::Span<const Contribution> all,
                        const void* context) {
   const PipelineChunk& c = *static_cast<const PipelineChunk*>(context);
   const Piece mine =
       PieceOf(c.elements, all.size(), static_cast<size_t>(c.rank));
-  ReduceInto(all, c.op, c.dtype, mine.first, mine.length,
-             c.recv + mine.first * DataTypeSize(c.dtype));
+  void* out = c.recv + mine.first * DataTypeSize(c.dtype);
+  if (!ReducesOwnPieceInPlace(c)) {
+    ReduceInto(all, c.op, c.dtype, mine.first, mine.length, out);
+    return;
+  }
+  // This rank's own piece is not in its slot: it reads it where it is.
+  absl::InlinedVector<Contribution, 16> sources(all.begin(), all.end());
+  sources[static_cast<size_t>(c.rank)].data = c.send;
+  ReduceInto(sources, c.op, c.dtype, mine.first, mine.length, out);
 }
 
 void FinishGatherPieces(absl::Span<const Contribution> all,
@@ -162,17 +203,22 @@ absl::StatusOr<Request> StartPipelinedAllReduce(Transport& transport,
   Request last;
   for (size_t first = 0; first < count; first += chunk) {
     const size_t elements = std::min(chunk, count - first);
-    const PipelineChunk c{args.op, dtype, transport.rank(),
-                          recv + first * esize, elements};
+    const PipelineChunk c{args.op,
+                          dtype,
+                          transport.rank(),
+                          transport.size(),
+                          send + first * esize,
+                          recv + first * esize,
+                          elements};
     RELAY_ASSIGN_OR_RETURN(
-        last, transport.Exchange(tag, send + first * esize, elements * esize,
-                                 &FinishReducePiece, &c, sizeof(c),
-                                 args.deadline));
+        last, transport.Exchange(
+                  tag, {nullptr, elements * esize, &FillOthersPieces},
+                  &FinishReducePiece, &c, sizeof(c), args.deadline));
     const Piece piece = PieceOf(elements, n, mine);
     RELAY_ASSIGN_OR_RETURN(
-        last, transport.Exchange(tag, c.recv + piece.first * esize,
-                                 piece.length * esize, &FinishGatherPieces,
-                                 &c, sizeof(c), args.deadline));
+        last, transport.Exchange(
+                  tag, {c.recv + piece.first * esize, piece.length * esize},
+                  &FinishGatherPieces, &c, sizeof(c), args.deadline));
   }
   // Exchanges finish in order, and a failure fails every one queued after
   // it (an abort, every one): the last one's request speaks for them all.
@@ -221,12 +267,12 @@ struct ShmModel {
   }
   // All_reduce's pipeline: two hand-offs per chunk of `slot_bytes`. Counted
   // like one exchange's (n + 1) S, each byte moved once: the chunk copied
-  // in (S), its pieces read (S), the reduced piece written (S / n) and
-  // copied in (S / n), the others' pieces copied out ((n - 1) / n S):
-  // (3 + 1 / n) S.
-  double Pipeline(double S, double n, size_t slot_bytes) const {
+  // in but this rank's piece ((n - 1) / n S), the pieces read (S), the
+  // reduced piece written (S / n) and copied in (S / n), the others'
+  // pieces copied out ((n - 1) / n S): 3 S.
+  double Pipeline(double S, size_t slot_bytes) const {
     const double chunks = std::ceil(S / static_cast<double>(slot_bytes));
-    return std::max(chunks, 1.0) * alpha + rate * (3 + 1 / n) * S * beta;
+    return std::max(chunks, 1.0) * alpha + rate * 3 * S * beta;
   }
 };
 
@@ -237,13 +283,13 @@ bool ShmAllReducePipelines(size_t bytes, int size,
   if (bytes > std::min(caps.exchange_bytes, kShmOneShotBytes)) return true;
   // Ranks sharing an address space: the model never offers the pipeline
   // (ShmEstimateMicros), so a small one runs as one exchange. On two ranks
-  // one exchange moves less, (n + 1) S < (3 + 1 / n) S, and costs one
-  // hand-off instead of two: no need to ask the model (this runs on every
-  // small all_reduce).
+  // one exchange moves as much as the pipeline, (n + 1) S = 3 S, and costs
+  // one hand-off instead of two: no need to ask the model (this runs on
+  // every small all_reduce).
   if (caps.shared_address_space || size <= 2) return false;
   const ShmModel model(caps);
   const double n = size, S = static_cast<double>(bytes);
-  return model.Pipeline(S, n, caps.exchange_bytes) < model.OneShot(n + 1, S);
+  return model.Pipeline(S, caps.exchange_bytes) < model.OneShot(n + 1, S);
 }
 
 double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
@@ -259,7 +305,7 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
     if (caps.shared_address_space) {
       return std::numeric_limits<double>::infinity();
     }
-    return model.Pipeline(S, n, caps.exchange_bytes);
+    return model.Pipeline(S, caps.exchange_bytes);
   }
   // One exchange: the model offers it up to kShmOneShotBytes per rank (as
   // far as it was measured), though a forced shm runs it up to the slots.
@@ -306,9 +352,9 @@ absl::StatusOr<Request> StartShm(Transport& transport,
       rooted_source && rank != args.root ? 0 : largest;
   const ShmCall call{args.kind, args.op,   dtype, args.root,
                      rank,      args.recv.data, count};
-  return transport.Exchange(CollectiveTag(args.sequence, 0), args.send.data,
-                            bytes, &Finish, &call, sizeof(call),
-                            args.deadline);
+  return transport.Exchange(CollectiveTag(args.sequence, 0),
+                            {args.send.data, bytes}, &Finish, &call,
+                            sizeof(call), args.deadline);
 }
 
 }  // namespace relay

@@ -14,11 +14,11 @@
 //
 // The pipeline (all_reduce). Larger all_reduces run as a reduce-scatter
 // and an all-gather per chunk of the slots' size, two exchanges per chunk:
-// each rank reduces its 1/n piece of the chunk from every slot, then
-// contributes that piece, and copies the others' pieces out. No messages;
-// each byte is moved about three times per rank, (5 + 1/n) S of loads and
-// stores; reductions still run in rank order, so every rank's result has
-// the same bits.
+// each rank puts the chunk but its own 1/n piece into its slot, reduces
+// its piece from its peers' slots and its own buffer, then contributes
+// that piece, and copies the others' pieces out. No messages; (5 - 1/n) S
+// of loads and stores per rank; reductions still run in rank order, so
+// every rank's result has the same bits.
 // ShmAllReducePipelines says which of the two an all_reduce takes.
 //
 // What each rank contributes (S = count elements of the call's type):

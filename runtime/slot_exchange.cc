@@ -118,8 +118,7 @@ class SlotExchange::Op final : public RequestState {
   SlotExchange* const owner;
   uint64_t exchange = 0;
   uint64_t tag = 0;
-  const void* data = nullptr;
-  size_t bytes = 0;
+  ExchangeInput input;
   ExchangeFinishFn finish = nullptr;
   int first_missing = 0;  // Ranks below it have been seen ready.
   alignas(16) char context[kMaxContextBytes];
@@ -208,19 +207,19 @@ void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
   wake()->sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
-absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
-                                            size_t bytes,
+absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
                                             ExchangeFinishFn finish,
                                             const void* context,
                                             size_t context_bytes,
                                             absl::Time deadline) {
-  if (bytes > slot_bytes_) {
+  if (input.bytes > slot_bytes_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("exchange of ", bytes, " bytes; slots hold ",
+        absl::StrCat("exchange of ", input.bytes, " bytes; slots hold ",
                      slot_bytes_));
   }
-  if (data == nullptr && bytes > 0) {
-    return absl::InvalidArgumentError("exchange: null data with bytes");
+  if (input.bytes > 0 && (input.data == nullptr) == (input.fill == nullptr)) {
+    return absl::InvalidArgumentError(
+        "exchange: bytes need either data or a fill function, not both");
   }
   if (finish == nullptr) {
     return absl::InvalidArgumentError("exchange: null finish function");
@@ -234,8 +233,7 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
   auto op = std::allocate_shared<Op>(RecyclingAllocator<Op>(), deadline,
                                      this);
   op->tag = tag;
-  op->data = data;
-  op->bytes = bytes;
+  op->input = input;
   op->finish = finish;
   if (context_bytes > 0) std::memcpy(op->context, context, context_bytes);
   Completions done;
@@ -259,8 +257,14 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, const void* data,
 void SlotExchange::Publish(Op& op) {
   SlotHeader* slot = SlotOf(rank_, op.exchange);
   slot->tag = op.tag;
-  slot->bytes = op.bytes;
-  if (op.bytes > 0) std::memcpy(slot->data(), op.data, op.bytes);
+  slot->bytes = op.input.bytes;
+  if (op.input.bytes > 0) {
+    if (op.input.fill != nullptr) {
+      op.input.fill(slot->data(), op.input.bytes, op.context);
+    } else {
+      std::memcpy(slot->data(), op.input.data, op.input.bytes);
+    }
+  }
   slot->stamp.exchange(op.exchange + 1, std::memory_order_seq_cst);
   published_ = op.exchange + 1;
   WakeSleepers();

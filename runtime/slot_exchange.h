@@ -81,6 +81,27 @@ struct Contribution {
 using ExchangeFinishFn = void (*)(absl::Span<const Contribution> all,
                                   const void* context);
 
+// Writes this rank's contribution, `bytes` bytes, into its slot, from the
+// context the rank passed to Start (a copy): for a contribution that is not
+// one range of memory. The all_reduce pipeline (collectives/shm.h) leaves
+// out the piece of its chunk that only this rank reads, which it reduces
+// from its own buffer instead. Runs once, when the exchange is published,
+// on whichever thread drives the queue; bytes of the slot it leaves
+// unwritten hold whatever was there. It must not block.
+using ExchangeFillFn = void (*)(void* slot, size_t bytes, const void* context);
+
+// What a rank puts into its slot for an exchange: `bytes` bytes, copied
+// from `data` (which must stay valid until the exchange's request
+// completes: it is read when the slot is written, which may be after Start
+// returns), or written by `fill`. One of the two, where bytes > 0.
+//   ExchangeInput{&value, sizeof(value)}
+//   ExchangeInput{nullptr, bytes, &FillFromContext}
+struct ExchangeInput {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  ExchangeFillFn fill = nullptr;
+};
+
 // What a waiter on an exchange drives, when a transport wants to see it:
 // the UCX transport's progress thread stands aside while a caller polls,
 // and takes over when the caller's Wait goes to sleep.
@@ -117,15 +138,15 @@ class SlotExchange {
   int size() const { return size_; }
   size_t slot_bytes() const { return slot_bytes_; }
 
-  // Queues this rank's next exchange: `bytes` bytes at `data` (read when
-  // the slot is written, at once if nothing is queued ahead, so it must
-  // stay valid until the request completes), `finish` and a copy of
-  // `context`. The request completes after `finish` ran on this rank;
-  // with Internal if a peer's slot holds another tag, Unavailable if a
-  // peer aborted, or the abort's reason. InvalidArgument, before anything
-  // is written, for more than slot_bytes(), a null `data` with bytes, a
-  // null `finish`, or a context too large.
-  absl::StatusOr<Request> Start(uint64_t tag, const void* data, size_t bytes,
+  // Queues this rank's next exchange: its contribution `input` (written
+  // into the slot at once if nothing is queued ahead, else when the
+  // exchanges ahead have finished), `finish` and a copy of `context`. The
+  // request completes after `finish` ran on this rank; with Internal if a
+  // peer's slot holds another tag, Unavailable if a peer aborted, or the
+  // abort's reason. InvalidArgument, before anything is written, for more
+  // than slot_bytes(), bytes with neither data nor fill (or both), a null
+  // `finish`, or a context too large.
+  absl::StatusOr<Request> Start(uint64_t tag, ExchangeInput input,
                                 ExchangeFinishFn finish, const void* context,
                                 size_t context_bytes, absl::Time deadline);
 

@@ -65,18 +65,44 @@ int64_t ExpectedSum(int size, int iteration) {
   return sum;
 }
 
+// The context of an exchange whose values a fill function writes: SumAll
+// reads `out`, the first member; FillValues the rest.
+struct FillContext {
+  SumResult* out;
+  int rank;
+  int iteration;
+};
+void FillValues(void* slot, size_t bytes, const void* context) {
+  const FillContext& c = *static_cast<const FillContext*>(context);
+  int64_t* values = static_cast<int64_t*>(slot);
+  for (size_t i = 0; i < bytes / sizeof(int64_t); ++i) {
+    values[i] = Value(c.rank, c.iteration, static_cast<int>(i));
+  }
+}
+
+// Starts this rank's part of sum `iteration`: its values copied from
+// `mine`, or (`by_fill`) written into the slot by FillValues from a
+// context that is gone once Start returns.
 absl::StatusOr<Request> StartSum(SlotExchange& ex, uint64_t tag, int iteration,
-                                 std::vector<int64_t>& mine, SumResult* out) {
+                                 std::vector<int64_t>& mine, SumResult* out,
+                                 bool by_fill = false) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  const size_t bytes = (static_cast<size_t>(ex.rank()) + 1) * sizeof(int64_t);
+  if (by_fill) {
+    const FillContext context{out, ex.rank(), iteration};
+    return ex.Start(tag, {nullptr, bytes, &FillValues}, &SumAll, &context,
+                    sizeof(context), deadline);
+  }
   mine.resize(static_cast<size_t>(ex.rank()) + 1);
   for (int i = 0; i <= ex.rank(); ++i) mine[i] = Value(ex.rank(), iteration, i);
-  return ex.Start(tag, mine.data(), mine.size() * sizeof(int64_t), &SumAll,
-                  &out, sizeof(out), absl::Now() + absl::Seconds(30));
+  return ex.Start(tag, {mine.data(), bytes}, &SumAll, &out, sizeof(out),
+                  deadline);
 }
 
 // Runs `iterations` sums on `size` threads over slot exchanges `exchanges`,
 // each rank keeping `depth` exchanges in flight; checks every result.
 void RunSums(std::vector<std::unique_ptr<SlotExchange>>& exchanges,
-             int iterations, int depth) {
+             int iterations, int depth, bool by_fill = false) {
   const int size = static_cast<int>(exchanges.size());
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
@@ -91,7 +117,7 @@ void RunSums(std::vector<std::unique_ptr<SlotExchange>>& exchanges,
           absl::StatusOr<Request> req =
               StartSum(ex, static_cast<uint64_t>(it + b), it + b,
                        inputs[static_cast<size_t>(b)],
-                       &results[static_cast<size_t>(b)]);
+                       &results[static_cast<size_t>(b)], by_fill);
           ASSERT_TRUE(req.ok()) << req.status();
           requests[static_cast<size_t>(b)] = *std::move(req);
         }
@@ -126,6 +152,17 @@ TEST(SlotExchangeTest, EveryRankSeesEveryContributionOfEachExchange) {
     Region region(size, 64);
     auto exchanges = ExchangesOver(region, size, 64);
     RunSums(exchanges, 2000, /*depth=*/1);
+  }
+}
+
+TEST(SlotExchangeTest, AFillFunctionWritesTheContributionFromItsContext) {
+  // Queued four deep, most fills run after Start returned, from the
+  // exchange's copy of the context.
+  for (int size : {1, 3}) {
+    SCOPED_TRACE(absl::StrCat(size, " ranks"));
+    Region region(size, 64);
+    auto exchanges = ExchangesOver(region, size, 64);
+    RunSums(exchanges, 500, /*depth=*/4, /*by_fill=*/true);
   }
 }
 
@@ -236,16 +273,20 @@ TEST(SlotExchangeTest, RejectsBadInputBeforeWritingAnything) {
   const absl::Time deadline = absl::Now() + absl::Seconds(1);
   SumResult* out = nullptr;
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, big, sizeof(big), &SumAll, &out, sizeof(out), deadline)
+      ex[0]->Start(1, {big, sizeof(big)}, &SumAll, &out, sizeof(out), deadline)
           .status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, nullptr, 8, &SumAll, &out, sizeof(out), deadline)
+      ex[0]->Start(1, {nullptr, 8}, &SumAll, &out, sizeof(out), deadline)
           .status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, big, 8, nullptr, &out, sizeof(out), deadline).status()));
+      ex[0]->Start(1, {big, 8}, nullptr, &out, sizeof(out), deadline).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ex[0]->Start(1, {big, 8, &FillValues}, &SumAll, &out, sizeof(out),
+                   deadline)
+          .status()));
   char context[SlotExchange::kMaxContextBytes + 1] = {};
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, big, 8, &SumAll, context, sizeof(context), deadline)
+      ex[0]->Start(1, {big, 8}, &SumAll, context, sizeof(context), deadline)
           .status()));
   // Nothing was queued: the exchanges are still in step.
   RunSums(ex, 10, 1);

@@ -162,8 +162,9 @@ class Transport {
   // For transports whose ranks share memory on one host (capabilities()
   // .exchange_bytes > 0): every rank of the group calls Exchange in the
   // same order, with the same `tag` (a collective's), and its
-  // contribution, `bytes` bytes at `data` (ranks may bring different
-  // sizes, none more than exchange_bytes). Once every rank's contribution
+  // contribution `input` (runtime/slot_exchange.h: bytes copied from memory
+  // or written by a fill function; ranks may bring different sizes, none
+  // more than exchange_bytes). Once every rank's contribution
   // is visible, `finish` runs on this rank with all of them in rank order
   // and a copy of `context` (at most SlotExchange::kMaxContextBytes), then
   // this rank's request completes, whatever the other ranks' requests are
@@ -175,14 +176,13 @@ class Transport {
   // (runtime/slot_exchange.h describes the protocol). A peer that aborts
   // fails it with Unavailable; ranks that disagree on the order, with
   // Internal.
-  virtual absl::StatusOr<Request> Exchange(uint64_t tag, const void* data,
-                                           size_t bytes,
+  virtual absl::StatusOr<Request> Exchange(uint64_t tag, ExchangeInput input,
                                            ExchangeFinishFn finish,
                                            const void* context,
                                            size_t context_bytes,
                                            absl::Time deadline) {
-    (void)tag, (void)data, (void)bytes, (void)finish, (void)context,
-        (void)context_bytes, (void)deadline;
+    (void)tag, (void)input, (void)finish, (void)context, (void)context_bytes,
+        (void)deadline;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-memory exchange"));
   }

@@ -842,13 +842,13 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
 }
 
 absl::StatusOr<Request> LoopbackTransport::Exchange(
-    uint64_t tag, const void* data, size_t bytes, ExchangeFinishFn finish,
+    uint64_t tag, ExchangeInput input, ExchangeFinishFn finish,
     const void* context, size_t context_bytes, absl::Time deadline) {
   if (exchange_ == nullptr) {
-    return Transport::Exchange(tag, data, bytes, finish, context,
-                               context_bytes, deadline);
+    return Transport::Exchange(tag, input, finish, context, context_bytes,
+                               deadline);
   }
-  return exchange_->Start(tag, data, bytes, finish, context, context_bytes,
+  return exchange_->Start(tag, input, finish, context, context_bytes,
                           deadline);
 }
 

@@ -380,16 +380,16 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     return caps;
   }
 
-  absl::StatusOr<Request> Exchange(uint64_t tag, const void* data,
-                                   size_t bytes, ExchangeFinishFn finish,
+  absl::StatusOr<Request> Exchange(uint64_t tag, ExchangeInput input,
+                                   ExchangeFinishFn finish,
                                    const void* context, size_t context_bytes,
                                    absl::Time deadline) override {
     if (exchange_ == nullptr) {
-      return Transport::Exchange(tag, data, bytes, finish, context,
-                                 context_bytes, deadline);
+      return Transport::Exchange(tag, input, finish, context, context_bytes,
+                                 deadline);
     }
     absl::StatusOr<Request> started = exchange_->Start(
-        tag, data, bytes, finish, context, context_bytes, deadline);
+        tag, input, finish, context, context_bytes, deadline);
     // A caller may never wait (a future completed by OnDone): the progress
     // thread drives a pending exchange too, and must be woken for it if it
     // went idle. pending() and thread_idle_ are seq_cst on both sides.

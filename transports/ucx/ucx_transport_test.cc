@@ -255,8 +255,9 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
           for (int i = 0; i <= r; ++i) mine[i] = r * 1000 + it * 7 + i;
           int64_t sum = -1;
           int64_t* out = &sum;
-          auto req = ranks[r]->Exchange(static_cast<uint64_t>(it), mine.data(),
-                                        mine.size() * sizeof(int64_t),
+          auto req = ranks[r]->Exchange(static_cast<uint64_t>(it),
+                                        {mine.data(),
+                                         mine.size() * sizeof(int64_t)},
                                         &SumContributions, &out, sizeof(out),
                                         Deadline());
           ASSERT_TRUE(req.ok()) << req.status();
@@ -270,9 +271,9 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
     int64_t s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
     int64_t v = 1;
-    auto r0 = ranks[0]->Exchange(1000, &v, sizeof(v), &SumContributions, &o0,
+    auto r0 = ranks[0]->Exchange(1000, {&v, sizeof(v)}, &SumContributions, &o0,
                                  sizeof(o0), Deadline());
-    auto r1 = ranks[1]->Exchange(1000, &v, sizeof(v), &SumContributions, &o1,
+    auto r1 = ranks[1]->Exchange(1000, {&v, sizeof(v)}, &SumContributions, &o1,
                                  sizeof(o1), Deadline());
     ASSERT_TRUE(r0.ok() && r1.ok());
     ranks[2]->Abort(absl::CancelledError("rank 2 gave up"));
@@ -297,14 +298,14 @@ TEST(UcxTransportExchangeTest, ExchangesCompleteWithoutAnyoneWaiting) {
     int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
     std::promise<absl::Status> done0, done1;
-    auto r0 = ranks[0]->Exchange(round, &v0, sizeof(v0), &SumContributions,
+    auto r0 = ranks[0]->Exchange(round, {&v0, sizeof(v0)}, &SumContributions,
                                  &o0, sizeof(o0), Deadline());
     ASSERT_TRUE(r0.ok());
     r0->OnDone([&](absl::Status st) { done0.set_value(st); });
     // Rank 1 comes later, so rank 0's exchange is pending, not finished
     // inside Exchange.
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    auto r1 = ranks[1]->Exchange(round, &v1, sizeof(v1), &SumContributions,
+    auto r1 = ranks[1]->Exchange(round, {&v1, sizeof(v1)}, &SumContributions,
                                  &o1, sizeof(o1), Deadline());
     ASSERT_TRUE(r1.ok());
     r1->OnDone([&](absl::Status st) { done1.set_value(st); });
@@ -336,7 +337,7 @@ TEST(UcxTransportExchangeTest, ExchangeCompletesAfterItsWaiterGaveUp) {
   for (int round = 0; round < 3; ++round) {
     int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
-    auto r0 = ranks[0]->Exchange(round, &v0, sizeof(v0), &SumContributions,
+    auto r0 = ranks[0]->Exchange(round, {&v0, sizeof(v0)}, &SumContributions,
                                  &o0, sizeof(o0), Deadline());
     ASSERT_TRUE(r0.ok());
     // Long enough to stop polling and sleep on the exchange.
@@ -344,7 +345,7 @@ TEST(UcxTransportExchangeTest, ExchangeCompletesAfterItsWaiterGaveUp) {
               absl::StatusCode::kDeadlineExceeded);
     std::promise<absl::Status> done0;
     r0->OnDone([&](absl::Status st) { done0.set_value(st); });
-    auto r1 = ranks[1]->Exchange(round, &v1, sizeof(v1), &SumContributions,
+    auto r1 = ranks[1]->Exchange(round, {&v1, sizeof(v1)}, &SumContributions,
                                  &o1, sizeof(o1), Deadline());
     ASSERT_TRUE(r1.ok());
     ASSERT_TRUE(r1->Wait().ok());
@@ -371,7 +372,7 @@ TEST(UcxTransportExchangeTest, NoExchangeWhenUcxTlsExcludesSharedMemory) {
     int64_t v = 1, sum = 0;
     int64_t* out = &sum;
     EXPECT_EQ(ranks[0]
-                  ->Exchange(1, &v, sizeof(v), &SumContributions, &out,
+                  ->Exchange(1, {&v, sizeof(v)}, &SumContributions, &out,
                              sizeof(out), Deadline())
                   .status()
                   .code(),
