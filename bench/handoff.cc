@@ -84,7 +84,8 @@ int main() {
   peer.join();
   std::printf("one-way hand-off between two pinned threads: %.3f us\n",
               us / kRounds / 2);
-  std::printf("1 MB copied in on core 0 and out on core 1, in turns: %.1f GB/s\n",
+  std::printf("1 MB copied in on core 0 and out on core 1, in turns: "
+              "%.1f GB/s\n",
               CrossCoreCopyGBps(cores));
   return 0;
 }

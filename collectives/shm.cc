@@ -113,7 +113,8 @@ void Finish(absl::Span<const Contribution> all, const void* context) {
 // the slot before any finish writes them in the receive buffer. Ranks 0
 // and 1 reduce their own piece element by element into the same place,
 // each element read before it is written (collectives/reduce.h allows
-// that); later ranks copy it into the slot too (ReducesOwnPieceInPlace).
+// that); later ranks copy it into the slot too
+// (ReadsOwnPieceFromSendBuffer).
 struct PipelineChunk {
   ReduceOp op;
   DataType dtype;
@@ -137,10 +138,10 @@ Piece PieceOf(size_t elements, size_t n, size_t piece) {
 }
 
 // Whether rank `c.rank` reduces its own piece from its send buffer rather
-// than its slot. Not in place from rank 2 on: the fold in rank order
-// (ReduceInto) writes ranks 0 and 1's sum over the receive buffer, which
-// is then this rank's own piece, before reading it.
-bool ReducesOwnPieceInPlace(const PipelineChunk& c) {
+// than its slot. Not in an in-place call from rank 2 on: the fold in rank
+// order (ReduceInto) writes ranks 0 and 1's sum over the receive buffer,
+// which is then this rank's own piece, before reading it.
+bool ReadsOwnPieceFromSendBuffer(const PipelineChunk& c) {
   return c.rank < 2 || c.send != c.recv;
 }
 
@@ -148,7 +149,7 @@ bool ReducesOwnPieceInPlace(const PipelineChunk& c) {
 // rank's own piece where it reads that from its send buffer.
 void FillOthersPieces(void* slot, size_t bytes, const void* context) {
   const PipelineChunk& c = *static_cast<const PipelineChunk*>(context);
-  if (!ReducesOwnPieceInPlace(c)) {
+  if (!ReadsOwnPieceFromSendBuffer(c)) {
     std::memcpy(slot, c.send, bytes);
     return;
   }
@@ -167,7 +168,7 @@ void FinishReducePiece(absl::Span<const Contribution> all,
   const Piece mine =
       PieceOf(c.elements, all.size(), static_cast<size_t>(c.rank));
   void* out = c.recv + mine.first * DataTypeSize(c.dtype);
-  if (!ReducesOwnPieceInPlace(c)) {
+  if (!ReadsOwnPieceFromSendBuffer(c)) {
     ReduceInto(all, c.op, c.dtype, mine.first, mine.length, out);
     return;
   }

@@ -279,7 +279,8 @@ TEST(SlotExchangeTest, RejectsBadInputBeforeWritingAnything) {
       ex[0]->Start(1, {nullptr, 8}, &SumAll, &out, sizeof(out), deadline)
           .status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, {big, 8}, nullptr, &out, sizeof(out), deadline).status()));
+      ex[0]->Start(1, {big, 8}, nullptr, &out, sizeof(out), deadline)
+          .status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
       ex[0]->Start(1, {big, 8, &FillValues}, &SumAll, &out, sizeof(out),
                    deadline)
