@@ -273,7 +273,18 @@ void SlotExchange::Publish(Op& op) {
 bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
   for (int r = op.first_missing; r < size_; ++r) {
     const SlotHeader* slot = SlotOf(r, op.exchange);
-    const uint64_t stamp = slot->stamp.load(std::memory_order_seq_cst);
+    uint64_t stamp = slot->stamp.load(std::memory_order_seq_cst);
+    bool aborted = false;
+    if (stamp != op.exchange + 1) {
+      aborted = FlagsOf(r)->aborted.load(std::memory_order_seq_cst) != 0;
+      // Rank r may have written this exchange's slot, finished and left
+      // (its communicator destroyed, which aborts it) since the load
+      // above. It writes its stamp before its aborted flag, so a second
+      // look after seeing the flag tells the two apart. (Without it, the
+      // conformance suite under tsan failed now and then with "rank 1
+      // aborted" on a rank whose peers had all succeeded.)
+      if (aborted) stamp = slot->stamp.load(std::memory_order_seq_cst);
+    }
     if (stamp == op.exchange + 1) {
       if (slot->tag != op.tag) {
         *failure = absl::InternalError(absl::StrCat(
@@ -298,7 +309,7 @@ bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
     // communicator destroyed once its own request completed, which aborts
     // it) has done its part of this exchange, and a later exchange that
     // needs it finds it missing then.
-    if (FlagsOf(r)->aborted.load(std::memory_order_seq_cst) != 0) {
+    if (aborted) {
       *failure = absl::UnavailableError(absl::StrCat(
           "rank ", r, " aborted (shared-memory exchange ", op.exchange, ")"));
     }
