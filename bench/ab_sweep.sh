@@ -64,7 +64,9 @@ for ((r = 1; r <= rounds; r++)); do
   done
   echo "round $r/$rounds done" >&2
 done
-echo "# all_reduce busbw (GB/s), $ranks ranks ($transport${UCX_TLS:+, UCX_TLS=$UCX_TLS}), $rounds rounds, $min-$max, $iters calls per size"
+tls=""
+[[ $transport == ucx ]] && tls=", UCX_TLS=$UCX_TLS"
+echo "# all_reduce busbw (GB/s), $ranks ranks ($transport$tls), $rounds rounds, $min-$max, $iters calls per size"
 BENCH_DIR="$(cd "$(dirname "$0")" && pwd)" python3 - "$work" "${bins[@]}" <<'PY'
 import glob, os, sys
 sys.path.insert(0, os.environ["BENCH_DIR"])

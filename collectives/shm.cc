@@ -33,22 +33,44 @@ const char* At(const void* base, size_t offset_bytes) {
 }
 
 // out = every rank's `count` elements at element `offset`, reduced with
-// `op` in rank order (so every rank computes the same bits); reads only
-// the slots, so `out` may be the caller's own send buffer.
+// `op` in rank order (so every rank computes the same bits). `out` may be
+// any one contribution's own elements (the pipeline reduces a rank's own
+// piece from its send buffer, which is the receive buffer in place): the
+// fold writes the first two contributions' sum into `out` before it reads
+// the third, so where `out` is a later one the fold runs a block at a
+// time through a scratch buffer instead, with the same operations in the
+// same order.
 void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
                 DataType dtype, size_t offset, size_t count, void* out) {
   const size_t esize = DataTypeSize(dtype);
   const size_t from = offset * esize;
+  bool later_is_out = false;
+  for (size_t r = 2; r < all.size(); ++r) {
+    later_is_out |= At(all[r].data, from) == out;
+  }
   if (all.size() == 1) {
-    // In place on one rank the pipeline's "contribution" is `out` itself.
     if (At(all[0].data, from) != out) {
       std::memcpy(out, At(all[0].data, from), count * esize);
     }
-  } else {
+  } else if (!later_is_out) {
     const ReduceKernel reduce = GetReduceFn(dtype, op);
     reduce(At(all[0].data, from), At(all[1].data, from), out, count);
     for (size_t r = 2; r < all.size(); ++r) {
       reduce(out, At(all[r].data, from), out, count);
+    }
+  } else {
+    const ReduceKernel reduce = GetReduceFn(dtype, op);
+    constexpr size_t kScratchBytes = size_t{16} << 10;  // Stays in L1.
+    alignas(64) char scratch[kScratchBytes];
+    const size_t step = kScratchBytes / esize;
+    for (size_t done = 0; done < count; done += step) {
+      const size_t n = std::min(step, count - done);
+      const size_t at = from + done * esize;
+      reduce(At(all[0].data, at), At(all[1].data, at), scratch, n);
+      for (size_t r = 2; r < all.size(); ++r) {
+        reduce(scratch, At(all[r].data, at), scratch, n);
+      }
+      std::memcpy(static_cast<char*>(out) + done * esize, scratch, n * esize);
     }
   }
   if (op == ReduceOp::kAvg) {
@@ -110,11 +132,9 @@ void Finish(absl::Span<const Contribution> all, const void* context) {
 // read only when its slot is written, after the one before it finished
 // (runtime/slot_exchange.h), so B reads the piece A wrote. In place is
 // safe: A has copied the other pieces of a chunk of the send buffer into
-// the slot before any finish writes them in the receive buffer. Ranks 0
-// and 1 reduce their own piece element by element into the same place,
-// each element read before it is written (collectives/reduce.h allows
-// that); later ranks copy it into the slot too
-// (ReadsOwnPieceFromSendBuffer).
+// the slot before any finish writes them in the receive buffer, and a
+// rank's own piece is reduced into the place it is read from (ReduceInto
+// says how).
 struct PipelineChunk {
   ReduceOp op;
   DataType dtype;
@@ -137,22 +157,10 @@ Piece PieceOf(size_t elements, size_t n, size_t piece) {
   return {piece * base + std::min(piece, extra), base + (piece < extra)};
 }
 
-// Whether rank `c.rank` reduces its own piece from its send buffer rather
-// than its slot. Not in an in-place call from rank 2 on: the fold in rank
-// order (ReduceInto) writes ranks 0 and 1's sum over the receive buffer,
-// which is then this rank's own piece, before reading it.
-bool ReadsOwnPieceFromSendBuffer(const PipelineChunk& c) {
-  return c.rank < 2 || c.send != c.recv;
-}
-
 // Exchange A's contribution: the chunk, each piece at its place, but this
-// rank's own piece where it reads that from its send buffer.
+// rank's own piece, which no peer reads.
 void FillOthersPieces(void* slot, size_t bytes, const void* context) {
   const PipelineChunk& c = *static_cast<const PipelineChunk*>(context);
-  if (!ReadsOwnPieceFromSendBuffer(c)) {
-    std::memcpy(slot, c.send, bytes);
-    return;
-  }
   const size_t esize = DataTypeSize(c.dtype);
   const Piece mine = PieceOf(c.elements, static_cast<size_t>(c.size),
                              static_cast<size_t>(c.rank));
@@ -167,15 +175,11 @@ void FinishReducePiece(absl::Span<const Contribution> all,
   const PipelineChunk& c = *static_cast<const PipelineChunk*>(context);
   const Piece mine =
       PieceOf(c.elements, all.size(), static_cast<size_t>(c.rank));
-  void* out = c.recv + mine.first * DataTypeSize(c.dtype);
-  if (!ReadsOwnPieceFromSendBuffer(c)) {
-    ReduceInto(all, c.op, c.dtype, mine.first, mine.length, out);
-    return;
-  }
   // This rank's own piece is not in its slot: it reads it where it is.
   absl::InlinedVector<Contribution, 16> sources(all.begin(), all.end());
   sources[static_cast<size_t>(c.rank)].data = c.send;
-  ReduceInto(sources, c.op, c.dtype, mine.first, mine.length, out);
+  ReduceInto(sources, c.op, c.dtype, mine.first, mine.length,
+             c.recv + mine.first * DataTypeSize(c.dtype));
 }
 
 void FinishGatherPieces(absl::Span<const Contribution> all,

@@ -10,10 +10,10 @@
 // first touch), and publishes the name; every rank maps it and says
 // whether it could; once all have, rank 0 unlinks the name, so nothing is
 // left in /dev/shm whatever happens to the processes later, and the memory
-// goes when the last rank unmaps it. Every rank gets the same answer: the segment, or
-// FailedPrecondition naming what failed on which rank (no /dev/shm, a
-// size limit, ranks on different hosts that were told otherwise), in which
-// case no rank uses one.
+// goes when the last rank unmaps it. Every rank gets the same answer: the
+// segment, or FailedPrecondition naming what failed on which rank (no
+// /dev/shm, a size limit, ranks on different hosts that were told
+// otherwise), in which case no rank uses one.
 //
 // Example:
 //   absl::StatusOr<std::unique_ptr<SharedSegment>> seg =
