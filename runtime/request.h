@@ -62,6 +62,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "runtime/fast_clock.h"  // FastNow, used with requests' deadlines.
 #include "runtime/spin_lock.h"
 
 namespace relay {
@@ -222,17 +223,6 @@ class Request {
 
 // Cores this process may run on (its CPU affinity), at least 1.
 int UsableCores();
-
-// absl::Now() through the vDSO clock: a quarter of absl::Now()'s cost in
-// Debian's Abseil 20220623, and it is read on every operation. Built from
-// nanoseconds (inline arithmetic) rather than through absl::FromChrono,
-// which divides durations out of line.
-inline absl::Time FastNow() {
-  return absl::FromUnixNanos(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
-}
 
 // A request that completes when every one of `requests` has: with the first
 // error among them, or OK. `deadline` is the combined request's own deadline.

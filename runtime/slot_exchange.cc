@@ -19,45 +19,72 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 // call, and malloc and free of it (often on different threads: the caller
 // allocates, whoever drops the last reference frees) were a tenth of an
 // 8 B all_reduce's instructions over UCX. Blocks of one size, a few dozen
-// kept; anything larger, or past that, goes to the heap. Process-wide and
-// never destroyed, so an op that outlives its exchange (a request kept
-// after its communicator) still has somewhere to go.
-class RecycledBlocks {
+// kept per thread; anything larger, or past that, goes to the heap.
+//
+// Per thread, not per process: on loopback the ranks are threads of one
+// process, and one shared free list (its lock and its count) was a cache
+// line that every rank's every call took from the other core, 18% of a
+// 2-rank 8 B all_reduce (0.55 -> 0.45 us, bench/results/
+// 2026-11-24-loopback-small-path.md). A block freed on another thread than
+// the one that took it joins the freeing thread's list.
+class ThreadBlocks {
  public:
   static constexpr size_t kBlockBytes = 512;
 
-  void* Take(size_t bytes) {
-    if (bytes <= kBlockBytes) {
-      {
-        std::lock_guard<SpinLock> lock(mu_);
-        if (count_ > 0) return free_[--count_];
-      }
-      return ::operator new(kBlockBytes);
-    }
-    return ::operator new(bytes);
+  void* Take() {
+    if (count_ > 0) return free_[--count_];
+    return ::operator new(kBlockBytes);
   }
-
-  void Give(void* block, size_t bytes) {
-    if (bytes <= kBlockBytes) {
-      std::lock_guard<SpinLock> lock(mu_);
-      if (count_ < kKept) {
-        free_[count_++] = block;
-        return;
-      }
-    }
-    ::operator delete(block);
+  // False when the list is full: the caller frees the block.
+  bool Keep(void* block) {
+    if (count_ == kKept) return false;
+    free_[count_++] = block;
+    return true;
+  }
+  void FreeAll() {
+    while (count_ > 0) ::operator delete(free_[--count_]);
   }
 
  private:
   static constexpr size_t kKept = 64;
-  SpinLock mu_;
   void* free_[kKept];
   size_t count_ = 0;
 };
 
-RecycledBlocks& Blocks() {
-  static RecycledBlocks* const blocks = new RecycledBlocks;
-  return *blocks;
+// True once this thread's list has been freed (the thread is ending): an
+// op freed after that goes to the heap. Trivially destructible, so it can
+// be read at any point of the thread's exit.
+thread_local bool thread_blocks_gone = false;
+
+struct ThreadBlocksOwner {
+  ThreadBlocks blocks;
+  ~ThreadBlocksOwner() {
+    thread_blocks_gone = true;
+    blocks.FreeAll();
+  }
+};
+
+// This thread's list, or null once the thread has freed it.
+ThreadBlocks* Blocks() {
+  if (thread_blocks_gone) return nullptr;
+  thread_local ThreadBlocksOwner owner;
+  return &owner.blocks;
+}
+
+void* TakeBlock(size_t bytes) {
+  if (bytes <= ThreadBlocks::kBlockBytes) {
+    if (ThreadBlocks* blocks = Blocks()) return blocks->Take();
+    return ::operator new(ThreadBlocks::kBlockBytes);
+  }
+  return ::operator new(bytes);
+}
+
+void GiveBlock(void* block, size_t bytes) {
+  if (bytes <= ThreadBlocks::kBlockBytes) {
+    ThreadBlocks* blocks = Blocks();
+    if (blocks != nullptr && blocks->Keep(block)) return;
+  }
+  ::operator delete(block);
 }
 
 // std::allocate_shared's allocator for ops (the op and its reference
@@ -69,9 +96,9 @@ struct RecyclingAllocator {
   template <class U>
   RecyclingAllocator(const RecyclingAllocator<U>&) {}  // NOLINT: rebinding.
   T* allocate(size_t n) {
-    return static_cast<T*>(Blocks().Take(n * sizeof(T)));
+    return static_cast<T*>(TakeBlock(n * sizeof(T)));
   }
-  void deallocate(T* p, size_t n) { Blocks().Give(p, n * sizeof(T)); }
+  void deallocate(T* p, size_t n) { GiveBlock(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const RecyclingAllocator<U>&) const { return true; }
   template <class U>

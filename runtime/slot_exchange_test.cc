@@ -283,6 +283,51 @@ TEST(SlotExchangeTest, ARankLeavingWhileAPeerPollsDoesNotFailIt) {
   }
 }
 
+// Ops come from a per-thread list of recycled blocks. Here each rank's
+// thread fills its list (sums it waits for and drops), then starts more
+// sums, hands their requests to the main thread and ends (its list is
+// freed); the main thread waits for those and drops them, so their blocks
+// are freed by a thread that did not take them. Every sum must still be
+// right, and ASan sees any block used after it was freed.
+TEST(SlotExchangeTest, RequestsOutliveTheThreadsThatStartedThem) {
+  constexpr int kSize = 2, kRecycled = 40, kHandedOver = 6;
+  Region region(kSize, 64);
+  auto ex = ExchangesOver(region, kSize, 64);
+  std::vector<std::vector<std::vector<int64_t>>> inputs(kSize);
+  std::vector<std::vector<SumResult>> results(kSize);
+  std::vector<std::vector<Request>> handed(kSize);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r) {
+    inputs[r].resize(kRecycled + kHandedOver);
+    results[r].resize(kRecycled + kHandedOver);
+    threads.emplace_back([&, r] {
+      for (int it = 0; it < kRecycled + kHandedOver; ++it) {
+        absl::StatusOr<Request> req =
+            StartSum(*ex[r], static_cast<uint64_t>(it), it, inputs[r][it],
+                     &results[r][it]);
+        ASSERT_TRUE(req.ok()) << req.status();
+        if (it < kRecycled) {
+          ASSERT_TRUE(req->Wait().ok());
+        } else {
+          handed[r].push_back(*std::move(req));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // A wait drives only its own rank's exchange, so the ranks take turns.
+  for (int i = 0; i < kHandedOver; ++i) {
+    for (int r = 0; r < kSize; ++r) ASSERT_TRUE(handed[r][i].Wait().ok());
+  }
+  for (int r = 0; r < kSize; ++r) {
+    handed[r].clear();  // The last references: freed on this thread.
+    for (int it = 0; it < kRecycled + kHandedOver; ++it) {
+      EXPECT_EQ(results[r][it].sum, ExpectedSum(kSize, it))
+          << "rank " << r << " sum " << it;
+    }
+  }
+}
+
 TEST(SlotExchangeTest, DestroyingCancelsWhatIsQueued) {
   Region region(2, 64);
   auto ex = ExchangesOver(region, 2, 64);

@@ -1,0 +1,133 @@
+#include "runtime/fast_clock.h"
+
+#include <fstream>
+#include <string>
+
+namespace relay {
+namespace clock_internal {
+
+Anchor anchor;
+
+namespace {
+
+#if defined(__x86_64__)
+// The rate is measured over at least this long the first time...
+constexpr int64_t kCalibrationNanos = 10'000'000;
+// ... and the anchor re-taken about this often after that.
+constexpr uint64_t kRenewNanos = 1'000'000'000;
+
+// Whether the kernel keeps time with the TSC: it switches away from it
+// (and says so here) when the counter is unstable or disagrees between
+// CPUs, so this is the kernel's own verdict, not ours.
+bool KernelUsesTsc() {
+  std::ifstream in(
+      "/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::string source;
+  return static_cast<bool>(in >> source) && source == "tsc";
+}
+
+bool TscUsable() {
+  static const bool usable = KernelUsesTsc();
+  return usable;
+}
+
+// One thread at a time writes the anchor; the others read the system clock
+// meanwhile.
+std::atomic<bool> writing{false};
+
+// A (counter, system clock) pair, the counter read on both sides of the
+// clock and averaged.
+struct Reading {
+  uint64_t tsc;
+  int64_t unix_ns;
+};
+// A thread preempted between the two counter reads would pair the clock
+// with the wrong count; such a reading (more than about 20 us between
+// them) is taken again, a few times at most.
+Reading Read() {
+  constexpr uint64_t kMaxSpanTicks = uint64_t{1} << 16;
+  Reading reading{};
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t before = __rdtsc();
+    const int64_t ns = SystemNanos();
+    const uint64_t after = __rdtsc();
+    reading = {before + (after - before) / 2, ns};
+    if (after - before < kMaxSpanTicks) break;
+  }
+  return reading;
+}
+
+void Publish(const Reading& at, uint64_t rate) {
+  const uint32_t sequence = anchor.sequence.load(std::memory_order_relaxed);
+  anchor.sequence.store(sequence + 1, std::memory_order_relaxed);
+  // Release stores: a reader that sees any new field sees the odd sequence
+  // on its second look.
+  anchor.tsc.store(at.tsc, std::memory_order_release);
+  anchor.unix_ns.store(at.unix_ns, std::memory_order_release);
+  anchor.rate.store(rate, std::memory_order_release);
+  const uint64_t renew_ticks =
+      rate == 0 ? 0 : (kRenewNanos << 32) / rate;  // 1 s, in ticks.
+  anchor.renew_at.store(at.tsc + renew_ticks, std::memory_order_release);
+  anchor.sequence.store(sequence + 2, std::memory_order_release);
+}
+
+// Takes a new anchor if one is due, with the rate since the last one.
+void Reanchor() {
+  const Reading now = Read();
+  const uint64_t last_tsc = anchor.tsc.load(std::memory_order_relaxed);
+  const int64_t last_ns = anchor.unix_ns.load(std::memory_order_relaxed);
+  const uint64_t last_rate = anchor.rate.load(std::memory_order_relaxed);
+  if (last_ns == 0) {  // The first reading: the start of the calibration.
+    Publish(now, 0);
+    return;
+  }
+  const int64_t elapsed_ns = now.unix_ns - last_ns;
+  if (last_rate == 0 && elapsed_ns < kCalibrationNanos) return;
+  // Not due (a reader whose counter read came before the anchor's): the
+  // rate over so short a time would be noise.
+  if (last_rate != 0 && now.tsc >= last_tsc &&
+      now.tsc < anchor.renew_at.load(std::memory_order_relaxed)) {
+    return;
+  }
+  if (now.tsc <= last_tsc || elapsed_ns <= 0) {
+    // The counter or the clock went backwards (a stepped clock, a counter
+    // that is not what the kernel said): start the calibration again.
+    Publish(now, 0);
+    return;
+  }
+  const uint64_t rate = static_cast<uint64_t>(
+      (static_cast<unsigned __int128>(elapsed_ns) << 32) / (now.tsc - last_tsc));
+  // Between 0.1 and 10 ns a tick (10 GHz to 100 MHz), and within 1% of the
+  // last rate once there is one: anything else is a stepped system clock,
+  // whose new position is taken with the old rate.
+  const bool plausible = rate > (uint64_t{1} << 32) / 10 &&
+                         rate < (uint64_t{10} << 32);
+  const bool steady = last_rate == 0 || (rate > last_rate - last_rate / 100 &&
+                                         rate < last_rate + last_rate / 100);
+  if (!plausible) {
+    Publish(now, 0);
+  } else {
+    Publish(now, steady ? rate : last_rate);
+  }
+}
+#endif  // __x86_64__
+
+}  // namespace
+
+int64_t SlowNanos() {
+#if defined(__x86_64__)
+  if (TscUsable() && !writing.exchange(true, std::memory_order_acquire)) {
+    Reanchor();
+    writing.store(false, std::memory_order_release);
+  }
+#endif
+  return SystemNanos();
+}
+
+}  // namespace clock_internal
+
+bool FastNowUsesTsc() {
+  return clock_internal::anchor.rate.load(std::memory_order_acquire) != 0;
+}
+
+}  // namespace relay
