@@ -91,12 +91,12 @@ TEST(SelectionTest, Implements) {
 }
 
 // Verifies that on loopback-like ranks the cost model picks the direct
-// algorithm for an 8-byte all_reduce on 8 and on 2 ranks (one hand-off
-// instead of three rounds or one step; recursive doubling without a shared
-// address space), and for 64 MB too on 2, 4 and 8 ranks, split over the
-// ranks' threads (less memory traffic than the ring's steps), while ranks
-// that share no address space take a bandwidth-optimal algorithm (ring or
-// Rabenseifner).
+// algorithm for an 8-byte all_reduce on 8 ranks (one hand-off instead of
+// three rounds; recursive doubling without a shared address space) and shm
+// on 2 (each rank finishes its own call), and direct for 64 MB on 2, 4 and
+// 8 ranks, split over the ranks' threads (less memory traffic than the
+// ring's steps), while ranks that share no address space take a
+// bandwidth-optimal algorithm (ring or Rabenseifner).
 TEST(SelectionTest, ChooseAlgorithmBySize) {
   TransportCapabilities caps = LoopbackLike();
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, caps),
@@ -106,10 +106,8 @@ TEST(SelectionTest, ChooseAlgorithmBySize) {
   apart.exchange_bytes = 0;
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 8, apart),
             Algorithm::kRecursiveDoubling);
-  // On 2 ranks both take one hand-off, but direct's has no step's
-  // bookkeeping.
   EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, 8, 2, caps),
-            Algorithm::kDirect);
+            Algorithm::kShm);
   for (int size : {2, 4, 8}) {
     EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, size_t{64} << 20,
                               size, caps),
@@ -187,13 +185,15 @@ TEST(SelectionTest, DirectNeedsASharedAddressSpace) {
 
 // Verifies that on loopback-like ranks every all_reduce, 8 B to 64 MB on 2
 // to 16 ranks, takes the direct algorithm (README: one rendezvous, split
-// over the ranks' threads past kDirectSplitBytes).
-TEST(SelectionTest, LoopbackAllReduceIsAlwaysDirect) {
+// over the ranks' threads past kDirectSplitBytes), but for 2 ranks below
+// 1 KB, which take shm.
+TEST(SelectionTest, LoopbackAllReduceIsDirectButForSmallCallsOnTwoRanks) {
   const TransportCapabilities caps = LoopbackLike();
   for (int size : {2, 3, 4, 5, 8, 16}) {
     for (size_t bytes = 8; bytes <= (size_t{64} << 20); bytes *= 4) {
       EXPECT_EQ(ChooseAlgorithm(CollectiveKind::kAllReduce, bytes, size, caps),
-                Algorithm::kDirect)
+                size == 2 && bytes < 1024 ? Algorithm::kShm
+                                          : Algorithm::kDirect)
           << size << " ranks, " << bytes << " B";
     }
   }
@@ -291,16 +291,25 @@ TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
             Algorithm::kShm);
 }
 
-// Verifies that loopback, which has both, never picks shm over direct
-// (direct moves less: it reads the peers' buffers in place).
-TEST(SelectionTest, LoopbackNeverPrefersShmToDirect) {
+// Verifies where loopback, which has both, picks shm over direct: on 2
+// ranks below 1 KB (each rank finishes its own call; direct's last
+// arrival hands the other its result), never on more ranks or from 1 KB
+// (direct reads the peers' buffers in place, with no copy through slots).
+TEST(SelectionTest, LoopbackPrefersShmToDirectOnlyForSmallCallsOnTwoRanks) {
   const TransportCapabilities caps = LoopbackLike();
   for (CollectiveKind kind : AllCollectiveKinds()) {
     for (int size : {1, 2, 3, 8, 16}) {
       for (size_t bytes = 0; bytes <= (size_t{1} << 20);
            bytes = bytes == 0 ? 1 : bytes * 4) {
-        EXPECT_NE(ChooseAlgorithm(kind, bytes, size, caps), Algorithm::kShm)
-            << CollectiveName(kind) << " size=" << size << " bytes=" << bytes;
+        const Algorithm chosen = ChooseAlgorithm(kind, bytes, size, caps);
+        if (size == 2 && bytes < 1024) {
+          EXPECT_EQ(chosen, Algorithm::kShm)
+              << CollectiveName(kind) << " bytes=" << bytes;
+        } else {
+          EXPECT_NE(chosen, Algorithm::kShm)
+              << CollectiveName(kind) << " size=" << size
+              << " bytes=" << bytes;
+        }
       }
     }
   }

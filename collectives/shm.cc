@@ -327,7 +327,17 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
                                  kind == CollectiveKind::kAllGather
                              ? n + 1
                              : 2;
-  return model.OneShot(traffic, S);
+  // Two ranks sharing an address space: each finishes its own call from
+  // the other's slot, where direct's last arrival does both ranks' work and
+  // then hands the other its result, one serial hand-off more. On the 2-core
+  // VM that made shm 25-40% faster than direct at 64 B for every kind, even
+  // at 1 KB (the extra copy through the slots, S beta, is 0.1 us there) and
+  // slower from 2 KB; on 4 ranks the two were level within the noise and on
+  // 8 direct led (bench/results/2026-11-24-loopback-small-path.md).
+  const double hand_off = caps.shared_address_space && size == 2
+                              ? kTwoRankHandOffMicros
+                              : 0.0;
+  return model.OneShot(traffic, S) - hand_off;
 }
 
 absl::StatusOr<Request> StartShm(Transport& transport,

@@ -52,6 +52,12 @@ namespace relay {
 // `shm` runs one exchange up to the transport's slots.
 inline constexpr size_t kShmOneShotBytes = size_t{64} << 10;
 
+// What the model credits one exchange with on two ranks of one address
+// space, against direct: the hand-off of the result to the rank that
+// arrived first, which direct makes after its work and shm does not
+// (ShmEstimateMicros). So loopback's 2 ranks run shm below about 1 KB.
+inline constexpr double kTwoRankHandOffMicros = 0.1;
+
 // The largest contribution of any rank to the exchange of a call with
 // per-rank count `count` of `element_bytes`-byte elements on `size` ranks.
 size_t ShmContributionBytes(CollectiveKind kind, size_t count,
