@@ -34,6 +34,12 @@ bool TscUsable() {
 // One thread at a time writes the anchor; the others read the system clock
 // meanwhile.
 std::atomic<bool> writing{false};
+// System clock time before which no thread tries to write the anchor: the
+// end of the calibration, or just before the anchor is due for renewal.
+// Until then the slow path is the system clock and one load of a line
+// nobody writes (trying on every call, two loopback ranks took the
+// `writing` flag from each other's core throughout the calibration).
+std::atomic<int64_t> next_attempt_ns{0};
 
 // A (counter, system clock) pair, the counter read on both sides of the
 // clock and averaged.
@@ -69,11 +75,17 @@ void Publish(const Reading& at, uint64_t rate) {
       rate == 0 ? 0 : (kRenewNanos << 32) / rate;  // 1 s, in ticks.
   anchor.renew_at.store(at.tsc + renew_ticks, std::memory_order_release);
   anchor.sequence.store(sequence + 2, std::memory_order_release);
+  next_attempt_ns.store(
+      at.unix_ns + (rate == 0 ? kCalibrationNanos
+                              : static_cast<int64_t>(kRenewNanos / 100 * 99)),
+      std::memory_order_relaxed);
 }
 
 // Takes a new anchor if one is due, with the rate since the last one.
 void Reanchor() {
   const Reading now = Read();
+  // Another thread may have written the anchor since this one looked.
+  if (now.unix_ns < next_attempt_ns.load(std::memory_order_relaxed)) return;
   const uint64_t last_tsc = anchor.tsc.load(std::memory_order_relaxed);
   const int64_t last_ns = anchor.unix_ns.load(std::memory_order_relaxed);
   const uint64_t last_rate = anchor.rate.load(std::memory_order_relaxed);
@@ -82,13 +94,6 @@ void Reanchor() {
     return;
   }
   const int64_t elapsed_ns = now.unix_ns - last_ns;
-  if (last_rate == 0 && elapsed_ns < kCalibrationNanos) return;
-  // Not due (a reader whose counter read came before the anchor's): the
-  // rate over so short a time would be noise.
-  if (last_rate != 0 && now.tsc >= last_tsc &&
-      now.tsc < anchor.renew_at.load(std::memory_order_relaxed)) {
-    return;
-  }
   if (now.tsc <= last_tsc || elapsed_ns <= 0) {
     // The counter or the clock went backwards (a stepped clock, a counter
     // that is not what the kernel said): start the calibration again.
@@ -115,13 +120,15 @@ void Reanchor() {
 }  // namespace
 
 int64_t SlowNanos() {
+  const int64_t now = SystemNanos();
 #if defined(__x86_64__)
-  if (TscUsable() && !writing.exchange(true, std::memory_order_acquire)) {
+  if (now >= next_attempt_ns.load(std::memory_order_relaxed) && TscUsable() &&
+      !writing.exchange(true, std::memory_order_acquire)) {
     Reanchor();
     writing.store(false, std::memory_order_release);
   }
 #endif
-  return SystemNanos();
+  return now;
 }
 
 }  // namespace clock_internal
