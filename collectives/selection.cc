@@ -1,6 +1,7 @@
 #include "collectives/selection.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -52,8 +53,22 @@ bool IsScheduled(Algorithm algorithm) {
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
-  const absl::Span<const Algorithm> all = AlgorithmsFor(kind);
-  return std::find(all.begin(), all.end(), algorithm) != all.end();
+  constexpr size_t kCollectiveKinds =
+      static_cast<size_t>(CollectiveKind::kBarrier) + 1;
+  // AlgorithmsFor as one bit per algorithm and kind: every collective asks
+  // (twice), and the search through the list was 90 instructions a call.
+  static const std::array<uint32_t, kCollectiveKinds> masks = [] {
+    std::array<uint32_t, kCollectiveKinds> out{};
+    for (CollectiveKind k : AllCollectiveKinds()) {
+      for (Algorithm a : AlgorithmsFor(k)) {
+        out[static_cast<size_t>(k)] |= uint32_t{1} << static_cast<int>(a);
+      }
+    }
+    return out;
+  }();
+  const auto k = static_cast<size_t>(kind);
+  const auto a = static_cast<unsigned>(algorithm);
+  return k < masks.size() && a < 32 && ((masks[k] >> a) & 1) != 0;
 }
 
 double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,

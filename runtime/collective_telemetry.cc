@@ -61,9 +61,14 @@ std::shared_ptr<CollectiveTelemetry> CollectiveTelemetry::Create(
 
 void CollectiveTelemetry::Finish(const Ticket& ticket,
                                  const absl::Status& status) {
-  const absl::Time now = FastNow();
-  if (recorder_ != nullptr) recorder_->Done(ticket.token, status, now);
-  metrics_->Record(ticket.kind, ticket.bytes, now - ticket.start, status.ok());
+  // Integer nanoseconds: absl's Time and Duration arithmetic is out of
+  // line in Debian's shared Abseil, and this runs on every collective.
+  const int64_t now_ns = FastNowNanos();
+  if (recorder_ != nullptr) {
+    recorder_->Done(ticket.token, status, absl::FromUnixNanos(now_ns));
+  }
+  metrics_->RecordNanos(ticket.kind, ticket.bytes, now_ns - ticket.start_ns,
+                        status.ok());
 }
 
 CollectiveTelemetry::Ticket CollectiveTelemetry::Queue(
@@ -73,7 +78,7 @@ CollectiveTelemetry::Ticket CollectiveTelemetry::Queue(
   t.bytes = PerRankCount(args, size) *
             DataTypeSize(args.send.count > 0 ? args.send.dtype
                                              : args.recv.dtype);
-  t.start = start;
+  t.start_ns = absl::ToUnixNanos(start);
   t.kind = args.kind;
   return t;
 }
@@ -113,8 +118,10 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
 
 void CollectiveTelemetry::Refused(const Ticket& ticket,
                                   const absl::Status& why) {
-  if (recorder_ != nullptr) recorder_->Done(ticket.token, why, ticket.start);
-  metrics_->Record(ticket.kind, ticket.bytes, absl::ZeroDuration(), false);
+  if (recorder_ != nullptr) {
+    recorder_->Done(ticket.token, why, absl::FromUnixNanos(ticket.start_ns));
+  }
+  metrics_->RecordNanos(ticket.kind, ticket.bytes, 0, false);
 }
 
 }  // namespace relay

@@ -57,7 +57,7 @@ class CollectiveTelemetry
   struct Ticket {
     uint64_t token = 0;  // Its flight record entry.
     uint64_t bytes = 0;  // Per rank.
-    absl::Time start;
+    int64_t start_ns = 0;  // Unix nanoseconds (FastNowNanos).
     CollectiveKind kind = CollectiveKind::kBarrier;
   };
   // Records a collective about to be started (queued) at `start`, before

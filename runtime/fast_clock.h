@@ -71,8 +71,9 @@ int64_t SlowNanos();
 
 }  // namespace clock_internal
 
-// The wall clock, cheaply; see the top of this file.
-inline absl::Time FastNow() {
+// The wall clock, cheaply, in nanoseconds since the Unix epoch; see the top
+// of this file.
+inline int64_t FastNowNanos() {
 #if defined(__x86_64__)
   using clock_internal::anchor;
   const uint64_t tsc = __rdtsc();
@@ -86,13 +87,16 @@ inline absl::Time FastNow() {
       anchor.sequence.load(std::memory_order_relaxed) == before) {
     const unsigned __int128 scaled =
         static_cast<unsigned __int128>(tsc - at) * rate;
-    return absl::FromUnixNanos(unix_ns + static_cast<int64_t>(scaled >> 32));
+    return unix_ns + static_cast<int64_t>(scaled >> 32);
   }
-  return absl::FromUnixNanos(clock_internal::SlowNanos());
+  return clock_internal::SlowNanos();
 #else
-  return absl::FromUnixNanos(clock_internal::SystemNanos());
+  return clock_internal::SystemNanos();
 #endif
 }
+
+// The same as absl::Time.
+inline absl::Time FastNow() { return absl::FromUnixNanos(FastNowNanos()); }
 
 // Whether FastNow scales the TSC here (false: it reads the system clock).
 // Answers after the calibration, 10 ms after the first read.

@@ -77,29 +77,32 @@ std::string CollectiveMetrics::SizeClassLabel(int size_class) {
   return kNames[std::clamp(size_class, 0, kSizeClasses - 1)];
 }
 
-void CollectiveMetrics::Record(CollectiveKind kind, uint64_t bytes,
-                               absl::Duration latency, bool ok) {
+void CollectiveMetrics::RecordNanos(CollectiveKind kind, uint64_t bytes,
+                                    int64_t latency_ns, bool ok) {
   PerKind& k = kinds_[static_cast<int>(kind)];
-  k.operations.fetch_add(1, std::memory_order_relaxed);
   k.bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (!ok) k.errors.fetch_add(1, std::memory_order_relaxed);
   Histogram& h = k.latency[SizeClass(bytes)];
-  // In whole nanoseconds: the bounds are whole too (1 us, 2 us, 5 us, ...),
-  // and this runs on every collective (absl::ToDoubleSeconds divides out
-  // of line).
-  const int64_t ns = std::max<int64_t>(0, absl::ToInt64Nanoseconds(latency));
+  // In whole nanoseconds: the bounds are whole too (1 us, 2 us, 5 us, ...).
+  const int64_t ns = std::max<int64_t>(0, latency_ns);
   const auto& bounds = BucketBoundsNs();
   const int bucket = static_cast<int>(
       std::lower_bound(bounds.begin(), bounds.end(), ns) - bounds.begin());
   h.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-  h.count.fetch_add(1, std::memory_order_relaxed);
   h.sum_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+}
+
+uint64_t CollectiveMetrics::Histogram::Count() const {
+  uint64_t count = 0;
+  for (const auto& b : buckets) count += b.load(std::memory_order_relaxed);
+  return count;
 }
 
 CollectiveMetrics::Counts CollectiveMetrics::Totals(CollectiveKind kind) const {
   const PerKind& k = kinds_[static_cast<int>(kind)];
-  return {k.operations.load(std::memory_order_relaxed),
-          k.bytes.load(std::memory_order_relaxed),
+  uint64_t operations = 0;
+  for (const Histogram& h : k.latency) operations += h.Count();
+  return {operations, k.bytes.load(std::memory_order_relaxed),
           k.errors.load(std::memory_order_relaxed)};
 }
 
@@ -109,22 +112,21 @@ std::string CollectiveMetrics::PrometheusText(
   struct Counter {
     const char* name;
     const char* help;
-    std::atomic<uint64_t> PerKind::*field;
+    uint64_t Counts::*field;
   };
   const Counter counters[] = {
       {"relay_collective_operations_total", "Collectives completed.",
-       &PerKind::operations},
+       &Counts::operations},
       {"relay_collective_bytes_total",
-       "Bytes of this rank's buffer over completed collectives.", &PerKind::bytes},
+       "Bytes of this rank's buffer over completed collectives.", &Counts::bytes},
       {"relay_collective_errors_total", "Collectives that failed.",
-       &PerKind::errors},
+       &Counts::errors},
   };
   for (const Counter& c : counters) {
     absl::StrAppend(&out, "# HELP ", c.name, " ", c.help, "\n# TYPE ", c.name,
                     " counter\n");
     for (CollectiveKind kind : AllCollectiveKinds()) {
-      const uint64_t v = (kinds_[static_cast<int>(kind)].*c.field).load(
-          std::memory_order_relaxed);
+      const uint64_t v = Totals(kind).*c.field;
       absl::StrAppend(&out, c.name,
                       Labels(labels, {{"collective", std::string(CollectiveName(kind))}}),
                       " ", v, "\n");
@@ -139,8 +141,9 @@ std::string CollectiveMetrics::PrometheusText(
     const PerKind& k = kinds_[static_cast<int>(kind)];
     for (int sc = 0; sc < kSizeClasses; ++sc) {
       const Histogram& h = k.latency[sc];
-      const uint64_t count = h.count.load(std::memory_order_relaxed);
-      if (count == 0) continue;  // Only the classes that were used.
+      // Read bucket by bucket below: _count is the +Inf bucket's total, so
+      // the two agree even while operations complete.
+      if (h.Count() == 0) continue;  // Only the classes that were used.
       const std::vector<std::pair<std::string, std::string>> own = {
           {"collective", std::string(CollectiveName(kind))},
           {"size", SizeClassLabel(sc)}};
@@ -154,7 +157,8 @@ std::string CollectiveMetrics::PrometheusText(
       }
       absl::StrAppend(&out, hist, "_sum", Labels(labels, own), " ",
                       Seconds(h.sum_ns.load(std::memory_order_relaxed) * 1e-9), "\n");
-      absl::StrAppend(&out, hist, "_count", Labels(labels, own), " ", count, "\n");
+      absl::StrAppend(&out, hist, "_count", Labels(labels, own), " ",
+                      cumulative, "\n");
     }
   }
   return out;

@@ -264,6 +264,7 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
   op->finish = finish;
   if (context_bytes > 0) std::memcpy(op->context, context, context_bytes);
   Completions done;
+  bool finished_here = false;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (!aborted_.ok()) {
@@ -271,13 +272,28 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
       return Request(std::move(op));
     }
     op->exchange = next_exchange_++;
-    queue_.push_back(op);
-    pending_.store(true, std::memory_order_seq_cst);
-    // Publishes it at once if nothing is ahead of it, and finishes it if
-    // the peers are there already.
-    AdvanceLocked(&done);
+    absl::Status failure;
+    if (queue_.empty()) {
+      // Nothing ahead of it (the usual case): published at once, and
+      // finished at once if the peers are there already, without the
+      // queue. Half the calls of a 2-rank group finish here.
+      Publish(*op);
+      finished_here = Ready(*op, &failure);
+      if (finished_here) Finish(*op);
+    }
+    if (!finished_here) {
+      queue_.push_back(op);
+      pending_.store(true, std::memory_order_seq_cst);
+      // A failure found above is handled (and the queue failed) there;
+      // otherwise this publishes the op if others are ahead of it.
+      if (!failure.ok() || queue_.size() > 1) AdvanceLocked(&done);
+    }
   }
-  Complete(done);
+  if (finished_here) {
+    op->Complete(absl::OkStatus());
+  } else {
+    Complete(done);
+  }
   return Request(std::move(op));
 }
 
