@@ -70,8 +70,10 @@ for ((r = 1; r <= rounds; r++)); do
       -b "$bytes" -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
       ${alg:+--algorithm "$alg"})" || {
       echo "ab_latency.sh: $b failed" >&2; exit 1; }
-    # Data rows: time is column 6 (out of place) and 10 (in place).
-    times[$b]+="$(awk '/^ +[0-9]+ /{printf "%s %s ", $6, $10}' <<<"$out")"
+    # Data rows: time is column 6 (out of place) and 10 (in place); a
+    # collective with no in-place form (all_to_all, barrier) prints N/A
+    # there, which is left out.
+    times[$b]+="$(awk '/^ +[0-9]+ /{printf "%s ", $6; if ($10 != "N/A") printf "%s ", $10}' <<<"$out")"
   done
   echo "round $r/$rounds done" >&2
 done
