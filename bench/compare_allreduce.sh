@@ -10,8 +10,10 @@
 # Example:
 #   bench/compare_allreduce.sh                 # full run, a few minutes
 #   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce.sh /tmp/quick
-#   MAX_BYTES=1K ITERS=2000 WARMUP=200 bench/compare_allreduce.sh /tmp/small
+#   MAX_BYTES=1K ITERS=20000 WARMUP=2000 bench/compare_allreduce.sh /tmp/small
 #       # small messages only, timed over enough calls to reach steady state
+#       # (2,000 calls of 0.4 us end within FastNow's 10 ms calibration and
+#       # before waits settle; Open MPI too reads 0.42 us there, 0.24 here)
 #   MIN_BYTES=1M bench/compare_allreduce.sh /tmp/large   # 1 MB to 64 MB
 #
 # The machines are noisy: relay and Open MPI run alternately, ROUNDS times

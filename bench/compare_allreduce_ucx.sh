@@ -12,9 +12,9 @@
 # Example:
 #   bench/compare_allreduce_ucx.sh
 #   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce_ucx.sh /tmp/quick
-#   MAX_BYTES=1K ITERS=2000 WARMUP=200 GLOO_ALGS= bench/compare_allreduce_ucx.sh /tmp/small
-#     (the small-message target alone: 8 B - 1 KB, enough calls to time
-#     them, Gloo left out)
+#   MAX_BYTES=1K ITERS=20000 WARMUP=2000 GLOO_ALGS= bench/compare_allreduce_ucx.sh /tmp/small
+#     (the small-message target alone: 8 B - 1 KB, enough calls to reach
+#     steady state on both sides, Gloo left out)
 #   MIN_BYTES=1M bench/compare_allreduce_ucx.sh /tmp/large
 #     (the bandwidth target alone: 1 MB - 64 MB)
 #
