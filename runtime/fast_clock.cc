@@ -1,6 +1,7 @@
 #include "runtime/fast_clock.h"
 
 #include <fstream>
+#include <limits>
 #include <string>
 
 namespace relay {
@@ -16,19 +17,29 @@ constexpr int64_t kCalibrationNanos = 10'000'000;
 // ... and the anchor re-taken about this often after that.
 constexpr uint64_t kRenewNanos = 1'000'000'000;
 
+// The file that names the kernel's clocksource (a test points it
+// elsewhere before the first read).
+const char* clocksource_file =
+    "/sys/devices/system/clocksource/clocksource0/current_clocksource";
+
 // Whether the kernel keeps time with the TSC: it switches away from it
 // (and says so here) when the counter is unstable or disagrees between
-// CPUs, so this is the kernel's own verdict, not ours.
+// CPUs, so this is the kernel's own verdict, not ours. It may change its
+// mind while the process runs (VMs log "Marking clocksource 'tsc' as
+// unstable"), so every re-anchor asks again: a few microseconds once a
+// second, on the thread that re-anchors.
 bool KernelUsesTsc() {
-  std::ifstream in(
-      "/sys/devices/system/clocksource/clocksource0/current_clocksource");
+  std::ifstream in(clocksource_file);
   std::string source;
   return static_cast<bool>(in >> source) && source == "tsc";
 }
 
+// Until the kernel says otherwise; then the system clock for good.
+std::atomic<bool> tsc_refused{false};
+
 bool TscUsable() {
-  static const bool usable = KernelUsesTsc();
-  return usable;
+  static const bool usable_at_start = KernelUsesTsc();
+  return usable_at_start && !tsc_refused.load(std::memory_order_relaxed);
 }
 
 // One thread at a time writes the anchor; the others read the system clock
@@ -86,6 +97,15 @@ void Reanchor() {
   const Reading now = Read();
   // Another thread may have written the anchor since this one looked.
   if (now.unix_ns < next_attempt_ns.load(std::memory_order_relaxed)) return;
+  if (anchor.unix_ns.load(std::memory_order_relaxed) != 0 &&
+      !KernelUsesTsc()) {
+    // The kernel gave up on the counter: so does this clock.
+    tsc_refused.store(true, std::memory_order_relaxed);
+    Publish(now, 0);
+    next_attempt_ns.store(std::numeric_limits<int64_t>::max(),
+                          std::memory_order_relaxed);
+    return;
+  }
   const uint64_t last_tsc = anchor.tsc.load(std::memory_order_relaxed);
   const int64_t last_ns = anchor.unix_ns.load(std::memory_order_relaxed);
   const uint64_t last_rate = anchor.rate.load(std::memory_order_relaxed);
@@ -129,6 +149,14 @@ int64_t SlowNanos() {
   }
 #endif
   return now;
+}
+
+void SetClocksourceFileForTest(const char* path) {
+#if defined(__x86_64__)
+  clocksource_file = path;
+#else
+  (void)path;
+#endif
 }
 
 }  // namespace clock_internal

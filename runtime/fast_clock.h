@@ -16,7 +16,9 @@
 // two anchors. Anchors are re-taken about once a second, by whichever
 // thread finds the current one old, so the clock follows the system
 // clock's adjustments (NTP) within about 0.1 us a second; at a re-anchor it
-// may step by that much either way, as the system clock itself may. For the
+// may step by that much either way, as the system clock itself may. Each
+// re-anchor also asks the kernel again, and once it has moved off the TSC
+// FastNow is the system clock for the rest of the process. For the
 // first 10 ms after the first read, while the rate is unknown, and
 // everywhere else (no TSC clocksource, not x86-64), FastNow is the system
 // clock.
@@ -68,6 +70,11 @@ inline int64_t SystemNanos() {
 // The slow path: the first reads (calibration), a re-anchor, or a machine
 // without a usable TSC. Returns the time in Unix nanoseconds.
 int64_t SlowNanos();
+
+// Tests only, before the process's first FastNow: where to read the
+// kernel's clocksource name (by default its sysfs file). `path` outlives
+// the process's use of the clock.
+void SetClocksourceFileForTest(const char* path);
 
 }  // namespace clock_internal
 
