@@ -53,8 +53,8 @@ bool IsScheduled(Algorithm algorithm) {
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
-  constexpr size_t kCollectiveKinds =
-      static_cast<size_t>(CollectiveKind::kBarrier) + 1;
+  static_assert(static_cast<int>(Algorithm::kShm) < 32,
+                "one bit per algorithm (kShm is the last) in a uint32_t");
   // AlgorithmsFor as one bit per algorithm and kind: every collective asks
   // (twice), and the search through the list was 90 instructions a call.
   static const std::array<uint32_t, kCollectiveKinds> masks = [] {
@@ -66,6 +66,7 @@ bool Implements(Algorithm algorithm, CollectiveKind kind) {
     }
     return out;
   }();
+  // Values outside the enums (a caller's cast) implement nothing.
   const auto k = static_cast<size_t>(kind);
   const auto a = static_cast<unsigned>(algorithm);
   return k < masks.size() && a < 32 && ((masks[k] >> a) & 1) != 0;
@@ -181,8 +182,7 @@ Algorithm ChooseAlgorithmCached(CollectiveKind kind, size_t bytes, int size,
     size_t exchange_bytes = 0;
     Algorithm chosen = Algorithm::kAuto;
   };
-  constexpr int kKinds = static_cast<int>(CollectiveKind::kBarrier) + 1;
-  thread_local Memo memo[kKinds];
+  thread_local Memo memo[kCollectiveKinds];
   Memo& m = memo[static_cast<int>(kind)];
   if (m.valid && m.bytes == bytes && m.size == size &&
       m.latency_us == caps.latency_us &&

@@ -32,45 +32,57 @@ const char* At(const void* base, size_t offset_bytes) {
   return static_cast<const char*>(base) + offset_bytes;
 }
 
+// dst = every contribution's `n` elements from byte `at`, folded with
+// `reduce` in rank order (so every rank computes the same bits). Needs two
+// contributions or more.
+void Fold(absl::Span<const Contribution> all, ReduceKernel reduce, size_t at,
+          size_t n, void* dst) {
+  reduce(At(all[0].data, at), At(all[1].data, at), dst, n);
+  for (size_t r = 2; r < all.size(); ++r) {
+    reduce(dst, At(all[r].data, at), dst, n);
+  }
+}
+
+// Fold() where `out` is the memory of a contribution after the second: the
+// fold writes the first two's sum before it reads that one, so it runs a
+// block at a time through a scratch buffer, same operations, same order.
+// Out of line, so the common path has no 16 KB stack frame to probe.
+[[gnu::noinline]] void FoldThroughScratch(absl::Span<const Contribution> all,
+                                          ReduceKernel reduce, size_t from,
+                                          size_t count, size_t esize,
+                                          void* out) {
+  constexpr size_t kScratchBytes = size_t{16} << 10;  // Stays in L1.
+  alignas(64) char scratch[kScratchBytes];
+  const size_t step = kScratchBytes / esize;
+  for (size_t done = 0; done < count; done += step) {
+    const size_t n = std::min(step, count - done);
+    Fold(all, reduce, from + done * esize, n, scratch);
+    std::memcpy(static_cast<char*>(out) + done * esize, scratch, n * esize);
+  }
+}
+
 // out = every rank's `count` elements at element `offset`, reduced with
-// `op` in rank order (so every rank computes the same bits). `out` may be
-// any one contribution's own elements (the pipeline reduces a rank's own
-// piece from its send buffer, which is the receive buffer in place): the
-// fold writes the first two contributions' sum into `out` before it reads
-// the third, so where `out` is a later one the fold runs a block at a
-// time through a scratch buffer instead, with the same operations in the
-// same order.
+// `op` in rank order. `out` may be any one contribution's own elements
+// (the pipeline reduces a rank's own piece from its send buffer, which is
+// the receive buffer in place).
 void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
                 DataType dtype, size_t offset, size_t count, void* out) {
   const size_t esize = DataTypeSize(dtype);
   const size_t from = offset * esize;
-  bool later_is_out = false;
-  for (size_t r = 2; r < all.size(); ++r) {
-    later_is_out |= At(all[r].data, from) == out;
-  }
   if (all.size() == 1) {
     if (At(all[0].data, from) != out) {
       std::memcpy(out, At(all[0].data, from), count * esize);
     }
-  } else if (!later_is_out) {
-    const ReduceKernel reduce = GetReduceFn(dtype, op);
-    reduce(At(all[0].data, from), At(all[1].data, from), out, count);
-    for (size_t r = 2; r < all.size(); ++r) {
-      reduce(out, At(all[r].data, from), out, count);
-    }
   } else {
+    bool later_is_out = false;
+    for (size_t r = 2; r < all.size(); ++r) {
+      later_is_out |= At(all[r].data, from) == out;
+    }
     const ReduceKernel reduce = GetReduceFn(dtype, op);
-    constexpr size_t kScratchBytes = size_t{16} << 10;  // Stays in L1.
-    alignas(64) char scratch[kScratchBytes];
-    const size_t step = kScratchBytes / esize;
-    for (size_t done = 0; done < count; done += step) {
-      const size_t n = std::min(step, count - done);
-      const size_t at = from + done * esize;
-      reduce(At(all[0].data, at), At(all[1].data, at), scratch, n);
-      for (size_t r = 2; r < all.size(); ++r) {
-        reduce(scratch, At(all[r].data, at), scratch, n);
-      }
-      std::memcpy(static_cast<char*>(out) + done * esize, scratch, n * esize);
+    if (later_is_out) {
+      FoldThroughScratch(all, reduce, from, count, esize, out);
+    } else {
+      Fold(all, reduce, from, count, out);
     }
   }
   if (op == ReduceOp::kAvg) {

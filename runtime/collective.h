@@ -54,8 +54,10 @@ enum class CollectiveKind : uint8_t {
   kGather,
   kScatter,
   kAllToAll,
-  kBarrier,
+  kBarrier,  // Keep last: kCollectiveKinds counts up to it.
 };
+inline constexpr int kCollectiveKinds =
+    static_cast<int>(CollectiveKind::kBarrier) + 1;
 
 enum class Algorithm : uint8_t {
   kAuto,                // The cost model chooses (default).

@@ -72,13 +72,15 @@ void CollectiveTelemetry::Finish(const Ticket& ticket,
 }
 
 CollectiveTelemetry::Ticket CollectiveTelemetry::Queue(
-    const CollectiveArgs& args, int size, absl::Time start) {
+    const CollectiveArgs& args, int size, int64_t start_ns) {
   Ticket t;
-  t.token = recorder_ != nullptr ? recorder_->Queued(args, size, start) : 0;
+  t.token = recorder_ != nullptr
+                ? recorder_->Queued(args, size, absl::FromUnixNanos(start_ns))
+                : 0;
   t.bytes = PerRankCount(args, size) *
             DataTypeSize(args.send.count > 0 ? args.send.dtype
                                              : args.recv.dtype);
-  t.start_ns = absl::ToUnixNanos(start);
+  t.start_ns = start_ns;
   t.kind = args.kind;
   return t;
 }

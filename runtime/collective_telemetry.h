@@ -25,7 +25,7 @@
 // Example:
 //   std::shared_ptr<CollectiveTelemetry> t =
 //       CollectiveTelemetry::Create(recorder, metrics);
-//   CollectiveTelemetry::Ticket ticket = t->Queue(args, size, FastNow());
+//   CollectiveTelemetry::Ticket ticket = t->Queue(args, size, FastNowNanos());
 //   absl::StatusOr<Request> r = Start(args);
 //   if (r.ok()) t->Started(ticket, *r); else t->Refused(ticket, r.status());
 #ifndef RELAY_RUNTIME_COLLECTIVE_TELEMETRY_H_
@@ -60,10 +60,10 @@ class CollectiveTelemetry
     int64_t start_ns = 0;  // Unix nanoseconds (FastNowNanos).
     CollectiveKind kind = CollectiveKind::kBarrier;
   };
-  // Records a collective about to be started (queued) at `start`, before
-  // anything is sent: a dump taken while it starts, or hangs starting,
-  // shows it.
-  Ticket Queue(const CollectiveArgs& args, int size, absl::Time start);
+  // Records a collective about to be started (queued) at `start_ns` (Unix
+  // nanoseconds, FastNowNanos), before anything is sent: a dump taken while
+  // it starts, or hangs starting, shows it.
+  Ticket Queue(const CollectiveArgs& args, int size, int64_t start_ns);
   // The collective started as `request`: records its outcome now if it is
   // done, else when it completes.
   void Started(const Ticket& ticket, const Request& request);

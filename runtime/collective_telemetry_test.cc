@@ -32,7 +32,8 @@ struct Fixture {
 TEST(CollectiveTelemetryTest, RecordsADoneCollectiveAtOnce) {
   Fixture f;
   f.telemetry->Started(
-      f.telemetry->Queue(Args(CollectiveKind::kAllReduce, 0, 25), 2, FastNow()),
+      f.telemetry->Queue(Args(CollectiveKind::kAllReduce, 0, 25), 2,
+                         FastNowNanos()),
       Request::Completed());
   const std::vector<FlightRecorder::Entry> e = f.recorder->Snapshot();
   ASSERT_EQ(e.size(), 1u);
@@ -54,7 +55,7 @@ TEST(CollectiveTelemetryTest, RecordsCompletionsOfManyInFlight) {
     states.push_back(std::make_shared<RequestState>());
     f.telemetry->Started(
         f.telemetry->Queue(Args(CollectiveKind::kBroadcast, i, i + 1), 2,
-                           FastNow()),
+                           FastNowNanos()),
         Request(states.back()));
   }
   for (const FlightRecorder::Entry& e : f.recorder->Snapshot()) {
@@ -96,7 +97,7 @@ TEST(CollectiveTelemetryTest, SlotsComeBackWhenCallbacksRunOrAreDropped) {
       states.push_back(std::make_shared<RequestState>());
       f.telemetry->Started(
           f.telemetry->Queue(Args(CollectiveKind::kBarrier, round * 100 + i, 0),
-                             2, FastNow()),
+                             2, FastNowNanos()),
           Request(states.back()));
     }
     for (int i = 0; i < 100; i += 2) {
@@ -115,7 +116,8 @@ TEST(CollectiveTelemetryTest, OutlivesItsOwnerWhileCallbacksPend) {
   Fixture f;
   auto state = std::make_shared<RequestState>();
   f.telemetry->Started(
-      f.telemetry->Queue(Args(CollectiveKind::kAllGather, 0, 1), 2, FastNow()),
+      f.telemetry->Queue(Args(CollectiveKind::kAllGather, 0, 1), 2,
+                         FastNowNanos()),
       Request(state));
   std::weak_ptr<CollectiveTelemetry> weak = f.telemetry;
   f.telemetry.reset();
@@ -130,7 +132,8 @@ TEST(CollectiveTelemetryTest, OutlivesItsOwnerWhileCallbacksPend) {
 TEST(CollectiveTelemetryTest, RecordsRefusals) {
   Fixture f;
   const CollectiveTelemetry::Ticket t =
-      f.telemetry->Queue(Args(CollectiveKind::kReduce, 3, 4), 2, FastNow());
+      f.telemetry->Queue(Args(CollectiveKind::kReduce, 3, 4), 2,
+                         FastNowNanos());
   EXPECT_EQ(f.recorder->Snapshot()[0].state, FlightRecorder::State::kQueued);
   f.telemetry->Refused(t, absl::InternalError("native call failed"));
   const std::vector<FlightRecorder::Entry> e = f.recorder->Snapshot();

@@ -245,7 +245,8 @@ absl::StatusOr<Request> Communicator::StartCollective(
         transport_->name(), " has no native collectives"));
   }
   // One clock read serves the deadline, the flight record and the metrics.
-  const absl::Time start = FastNow();
+  const int64_t start_ns = FastNowNanos();
+  const absl::Time start = absl::FromUnixNanos(start_ns);
   args.deadline = DeadlineFor(options, start);
   args.gate = gate_;
   args.on_failure = on_failure_;
@@ -259,7 +260,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
   }
 
   const CollectiveTelemetry::Ticket ticket =
-      telemetry_->Queue(args, size_, start);
+      telemetry_->Queue(args, size_, start_ns);
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.

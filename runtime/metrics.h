@@ -37,7 +37,7 @@ namespace relay {
 
 class CollectiveMetrics {
  public:
-  static constexpr int kKinds = static_cast<int>(CollectiveKind::kBarrier) + 1;
+  static constexpr int kKinds = kCollectiveKinds;
   static constexpr int kSizeClasses = 5;
   static constexpr int kBuckets = 22;  // 1e-6 s .. 10 s, then +Inf.
 

@@ -272,21 +272,19 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
       return Request(std::move(op));
     }
     op->exchange = next_exchange_++;
-    absl::Status failure;
     if (queue_.empty()) {
       // Nothing ahead of it (the usual case): published at once, and
-      // finished at once if the peers are there already, without the
-      // queue. Half the calls of a 2-rank group finish here.
+      // finished at once, without the queue, if the peers are there
+      // already. Half the calls of a 2-rank group finish here.
       Publish(*op);
+      absl::Status failure;  // AdvanceLocked finds it again and acts on it.
       finished_here = Ready(*op, &failure);
       if (finished_here) Finish(*op);
     }
     if (!finished_here) {
       queue_.push_back(op);
       pending_.store(true, std::memory_order_seq_cst);
-      // A failure found above is handled (and the queue failed) there;
-      // otherwise this publishes the op if others are ahead of it.
-      if (!failure.ok() || queue_.size() > 1) AdvanceLocked(&done);
+      AdvanceLocked(&done);
     }
   }
   if (finished_here) {
