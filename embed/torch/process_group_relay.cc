@@ -1,4 +1,7 @@
 // File: embed/torch/process_group_relay.cc
+// Python.h first: it defines feature macros the system headers read.
+#include <Python.h>
+
 #include "embed/torch/process_group_relay.h"
 
 #include <ATen/core/ivalue.h>
@@ -264,6 +267,23 @@ class RelayWork final : public c10d::Work {
 };
 
 }  // namespace
+
+// torch destroys a process group from Python, holding the GIL, and the
+// communicator's destructor joins its threads. One of them (UCX's progress
+// thread) may be completing a request whose callback drops the last
+// reference to tensors with Python objects, which waits for the GIL: with
+// the GIL held here the two waited for each other forever (the 4-process
+// run of backend_test hung at exit, 2026-11-25). So the GIL is let go
+// while the communicator goes.
+ProcessGroupRelay::~ProcessGroupRelay() {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    PyThreadState* saved = PyEval_SaveThread();
+    comm_.reset();
+    PyEval_RestoreThread(saved);
+  } else {
+    comm_.reset();
+  }
+}
 
 ProcessGroupRelay::ProcessGroupRelay(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

@@ -61,6 +61,8 @@ class ProcessGroupRelay final : public BackendBase {
   // bounds every operation.
   ProcessGroupRelay(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                     int size, std::chrono::milliseconds timeout);
+  // Destroys the communicator with the GIL released (see the .cc).
+  ~ProcessGroupRelay() override;
 
   const std::string getBackendName() const override { return "relay"; }
   // The relay transport underneath ("ucx", "nccl", ...).
