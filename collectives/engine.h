@@ -48,6 +48,7 @@ class ScheduleEngine final : public CollectiveEngine {
   absl::Status Supports(CollectiveKind kind,
                         Algorithm algorithm) const override;
   absl::StatusOr<Request> Start(std::shared_ptr<Transport> transport,
+                                const TransportCapabilities& caps,
                                 const CollectiveArgs& args) const override;
 
   // The algorithm `args` would run with on a group of `size` (benchmarks

@@ -15,26 +15,29 @@
 
 namespace relay {
 
-absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind) {
-  // kDirect and kShm run every collective, on transports with a shared
-  // address space or a shared-memory exchange only (ChooseAlgorithm and the
-  // communicator check that). kDirect comes first: on a tie it wins.
-  static constexpr Algorithm kAllReduce[] = {
-      Algorithm::kRing, Algorithm::kRecursiveDoubling,
-      Algorithm::kRabenseifner, Algorithm::kDirect, Algorithm::kShm};
-  static constexpr Algorithm kRingOnly[] = {
-      Algorithm::kRing, Algorithm::kDirect, Algorithm::kShm};
-  static constexpr Algorithm kTree[] = {
-      Algorithm::kBinomialTree, Algorithm::kDirect, Algorithm::kShm};
-  static constexpr Algorithm kTreeOrLinear[] = {
-      Algorithm::kBinomialTree, Algorithm::kLinear, Algorithm::kDirect,
-      Algorithm::kShm};
-  static constexpr Algorithm kPairwise[] = {
-      Algorithm::kPairwise, Algorithm::kDirect, Algorithm::kShm};
-  static constexpr Algorithm kDissemination[] = {
-      Algorithm::kDissemination, Algorithm::kDirect, Algorithm::kShm};
+namespace {
+
+// kDirect and kShm run every collective, on transports with a shared
+// address space or a shared-memory exchange only (ChooseAlgorithm and the
+// communicator check that). kDirect comes first: on a tie it wins.
+constexpr Algorithm kAllReduceAlgorithms[] = {
+    Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kRabenseifner,
+    Algorithm::kDirect, Algorithm::kShm};
+constexpr Algorithm kRingOnly[] = {Algorithm::kRing, Algorithm::kDirect,
+                                   Algorithm::kShm};
+constexpr Algorithm kTree[] = {Algorithm::kBinomialTree, Algorithm::kDirect,
+                               Algorithm::kShm};
+constexpr Algorithm kTreeOrLinear[] = {Algorithm::kBinomialTree,
+                                       Algorithm::kLinear, Algorithm::kDirect,
+                                       Algorithm::kShm};
+constexpr Algorithm kPairwise[] = {Algorithm::kPairwise, Algorithm::kDirect,
+                                   Algorithm::kShm};
+constexpr Algorithm kDissemination[] = {
+    Algorithm::kDissemination, Algorithm::kDirect, Algorithm::kShm};
+
+constexpr absl::Span<const Algorithm> AlgorithmList(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return kAllReduce;
+    case CollectiveKind::kAllReduce: return kAllReduceAlgorithms;
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter: return kRingOnly;
     case CollectiveKind::kBroadcast:
@@ -47,29 +50,41 @@ absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind) {
   return kDissemination;
 }
 
+static_assert(static_cast<int>(Algorithm::kShm) < 32,
+              "one bit per algorithm (kShm is the last) in a uint32_t");
+
+// AlgorithmList as one bit per algorithm and kind, built by the compiler:
+// every collective asks Implements twice, and a search through the list
+// was 90 instructions a call (a table built at first use, 33).
+constexpr std::array<uint32_t, kCollectiveKinds> ImplementedMasks() {
+  std::array<uint32_t, kCollectiveKinds> out{};
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    for (Algorithm a : AlgorithmList(static_cast<CollectiveKind>(k))) {
+      out[k] |= uint32_t{1} << static_cast<int>(a);
+    }
+  }
+  return out;
+}
+constexpr std::array<uint32_t, kCollectiveKinds> kImplementedMasks =
+    ImplementedMasks();
+
+}  // namespace
+
+absl::Span<const Algorithm> AlgorithmsFor(CollectiveKind kind) {
+  return AlgorithmList(kind);
+}
+
 bool IsScheduled(Algorithm algorithm) {
   return algorithm != Algorithm::kDirect && algorithm != Algorithm::kShm &&
          algorithm != Algorithm::kAuto && algorithm != Algorithm::kNative;
 }
 
 bool Implements(Algorithm algorithm, CollectiveKind kind) {
-  static_assert(static_cast<int>(Algorithm::kShm) < 32,
-                "one bit per algorithm (kShm is the last) in a uint32_t");
-  // AlgorithmsFor as one bit per algorithm and kind: every collective asks
-  // (twice), and the search through the list was 90 instructions a call.
-  static const std::array<uint32_t, kCollectiveKinds> masks = [] {
-    std::array<uint32_t, kCollectiveKinds> out{};
-    for (CollectiveKind k : AllCollectiveKinds()) {
-      for (Algorithm a : AlgorithmsFor(k)) {
-        out[static_cast<size_t>(k)] |= uint32_t{1} << static_cast<int>(a);
-      }
-    }
-    return out;
-  }();
   // Values outside the enums (a caller's cast) implement nothing.
   const auto k = static_cast<size_t>(kind);
   const auto a = static_cast<unsigned>(algorithm);
-  return k < masks.size() && a < 32 && ((masks[k] >> a) & 1) != 0;
+  return k < kImplementedMasks.size() && a < 32 &&
+         ((kImplementedMasks[k] >> a) & 1) != 0;
 }
 
 double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,

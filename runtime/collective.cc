@@ -76,29 +76,4 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
       "binomial, linear, pairwise, dissemination, direct or shm)"));
 }
 
-bool IsRooted(CollectiveKind kind) {
-  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce ||
-         kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter;
-}
-
-bool IsReduction(CollectiveKind kind) {
-  return kind == CollectiveKind::kReduce || kind == CollectiveKind::kAllReduce ||
-         kind == CollectiveKind::kReduceScatter;
-}
-
-uint64_t PerRankCount(const CollectiveArgs& args, int size) {
-  switch (args.kind) {
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kScatter:
-    case CollectiveKind::kReduceScatter:
-      return args.recv.count;
-    case CollectiveKind::kAllToAll:
-      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
-    case CollectiveKind::kBarrier:
-      return 0;
-    default:
-      return args.send.count;
-  }
-}
-
 }  // namespace relay

@@ -44,6 +44,7 @@
 namespace relay {
 
 class Transport;
+struct TransportCapabilities;
 
 enum class CollectiveKind : uint8_t {
   kBroadcast,
@@ -83,8 +84,15 @@ absl::string_view CollectiveName(CollectiveKind kind);  // "all_reduce"
 absl::StatusOr<CollectiveKind> ParseCollective(absl::string_view name);
 absl::string_view AlgorithmName(Algorithm algorithm);   // "ring"
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
-bool IsRooted(CollectiveKind kind);
-bool IsReduction(CollectiveKind kind);
+// Inline, like PerRankCount below: every call asks them several times.
+inline bool IsRooted(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce ||
+         kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter;
+}
+inline bool IsReduction(CollectiveKind kind) {
+  return kind == CollectiveKind::kReduce || kind == CollectiveKind::kAllReduce ||
+         kind == CollectiveKind::kReduceScatter;
+}
 
 struct CollectiveOptions {
   // How long the operation may take; Request::Wait() waits this long.
@@ -109,22 +117,40 @@ struct CollectiveArgs {
   uint64_t sequence = 0;  // Per communicator; the same on every rank.
   absl::Time deadline = absl::InfiniteFuture();
   void* stream = nullptr;
+  // The communicator's hooks, by address: they live in the communicator,
+  // which outlives the Start call, and only an algorithm that runs on past
+  // its Start (the schedule executor) keeps them, by copying the
+  // shared_ptr. Copying them into every call's args was four atomic
+  // reference-count updates a call that the small algorithms never used.
   // Closed by Communicator::Abort: algorithms do their local work on user
-  // buffers inside it (runtime/activity_gate.h). May be null.
-  std::shared_ptr<ActivityGate> gate;
+  // buffers inside it (runtime/activity_gate.h). Null, or pointing to a
+  // null gate: none.
+  const std::shared_ptr<ActivityGate>* gate = nullptr;
   // Called by an algorithm that fails with messages still in flight, before
   // its request completes: the communicator aborts, which retires them, so
-  // the caller may free the buffers once Wait returns. May be null. Built
-  // once per communicator and shared, so a call copies a pointer, not a
-  // closure.
-  std::shared_ptr<const FailureHook> on_failure;
+  // the caller may free the buffers once Wait returns. Null, or pointing
+  // to null: none.
+  const std::shared_ptr<const FailureHook>* on_failure = nullptr;
 };
 
 // The per-rank element count of a call, the `count` of the buffer
 // conventions above (what every rank must agree on): the recv count for
 // broadcast, scatter and reduce_scatter, the send count / size for
 // all_to_all, 0 for barrier, the send count otherwise.
-uint64_t PerRankCount(const CollectiveArgs& args, int size);
+inline uint64_t PerRankCount(const CollectiveArgs& args, int size) {
+  switch (args.kind) {
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter:
+    case CollectiveKind::kReduceScatter:
+      return args.recv.count;
+    case CollectiveKind::kAllToAll:
+      return size > 0 ? args.send.count / static_cast<uint64_t>(size) : 0;
+    case CollectiveKind::kBarrier:
+      return 0;
+    default:
+      return args.send.count;
+  }
+}
 
 // Runs collectives as relay's own algorithms over a Transport's
 // point-to-point interface. Implemented in collectives/; thread-safe.
@@ -137,8 +163,10 @@ class CollectiveEngine {
                                 Algorithm algorithm) const = 0;
   // Starts the collective and returns its request. The request shares
   // `transport` until it completes, so the wiring outlives every operation
-  // in flight. `args` has been validated (runtime/validate.h).
+  // in flight. `args` has been validated (runtime/validate.h); `caps` are
+  // the transport's capabilities(), which the caller read once.
   virtual absl::StatusOr<Request> Start(std::shared_ptr<Transport> transport,
+                                        const TransportCapabilities& caps,
                                         const CollectiveArgs& args) const = 0;
 };
 

@@ -96,6 +96,7 @@ struct CommunicatorOptions {
   // or a failed collective) each rank writes its record as JSON to
   // $RELAY_FLIGHT_RECORDER_DIR/relay_flight_rank<R>.json if that variable is
   // set; tools/relay_analyze reads every rank's file.
+  // Rounded up to a power of two.
   size_t flight_recorder_entries = 1024;
   // Failure propagation (runtime/failure_monitor.h): a rank that aborts
   // (Abort, or a failed or timed-out collective) tells the others through
@@ -224,8 +225,9 @@ class Communicator {
                CommunicatorOptions options);
 
   absl::Status CheckUsable() const;
-  // `now` plus the call's timeout (or the default one).
-  absl::Time DeadlineFor(const CollectiveOptions& options, absl::Time now) const;
+  // `now_ns` (FastNowNanos) plus the call's timeout (or the default one),
+  // InfiniteFuture past int64 nanoseconds.
+  absl::Time DeadlineFor(const CollectiveOptions& options, int64_t now_ns) const;
   // Validates the call, fills in the rest of `args` (algorithm, deadline,
   // sequence, ...) in place and starts it.
   absl::StatusOr<Request> StartCollective(CollectiveArgs& args,
@@ -243,9 +245,15 @@ class Communicator {
   const CollectiveEngine& engine_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<Transport> transport_;
+  // Read once: a transport's capabilities are fixed once it is connected
+  // (Transport::capabilities), and every call consults them.
+  const TransportCapabilities caps_;
   const int rank_;
   const int size_;
   const CommunicatorOptions options_;
+  // options_.default_timeout in nanoseconds (int64 max when infinite), for
+  // DeadlineFor's integer arithmetic.
+  const int64_t default_timeout_ns_;
   // Closed by Abort: waits out algorithms still writing into user buffers.
   const std::shared_ptr<ActivityGate> gate_ = std::make_shared<ActivityGate>();
   // Collectives started and perhaps not yet complete, so that Abort can

@@ -22,14 +22,6 @@ const std::vector<ReduceOp>& AllReduceOps() {
   return *ops;
 }
 
-bool IsValid(DataType type) {
-  return static_cast<uint8_t>(type) <= static_cast<uint8_t>(DataType::kFloat64);
-}
-
-bool IsValid(ReduceOp op) {
-  return static_cast<uint8_t>(op) <= static_cast<uint8_t>(ReduceOp::kAvg);
-}
-
 bool IsFloatingPoint(DataType type) {
   switch (type) {
     case DataType::kFloat16:

@@ -42,8 +42,12 @@ const std::vector<DataType>& AllDataTypes();
 const std::vector<ReduceOp>& AllReduceOps();
 
 // False for values outside the enum (a cast from a corrupt integer).
-bool IsValid(DataType type);
-bool IsValid(ReduceOp op);
+inline bool IsValid(DataType type) {
+  return static_cast<uint8_t>(type) <= static_cast<uint8_t>(DataType::kFloat64);
+}
+inline bool IsValid(ReduceOp op) {
+  return static_cast<uint8_t>(op) <= static_cast<uint8_t>(ReduceOp::kAvg);
+}
 bool IsFloatingPoint(DataType type);
 
 // Bytes per element; 0 for an invalid type. Inline: every call asks it.

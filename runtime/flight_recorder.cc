@@ -55,8 +55,18 @@ absl::string_view FlightStateName(FlightRecorder::State state) {
   return "unknown";
 }
 
+namespace {
+
+size_t PowerOfTwoAtLeast(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
 FlightRecorder::FlightRecorder(size_t capacity)
-    : ring_(std::max<size_t>(capacity, 1)) {}
+    : ring_(PowerOfTwoAtLeast(capacity)), mask_(ring_.size() - 1) {}
 
 uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
                                 absl::Time now) {
@@ -64,7 +74,7 @@ uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
   std::lock_guard<SpinLock> lock(mu_);
   const uint64_t token = next_++;
   // Written in place: the entry's message string keeps its buffer.
-  Entry& e = ring_[token % ring_.size()];
+  Entry& e = ring_[token & mask_];
   e.sequence = args.sequence;
   e.kind = args.kind;
   e.dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
@@ -83,7 +93,7 @@ void FlightRecorder::Done(uint64_t token, const absl::Status& status,
                           absl::Time now) {
   std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
-  SetOutcome(ring_[token % ring_.size()], status, now);
+  SetOutcome(ring_[token & mask_], status, now);
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
@@ -92,7 +102,7 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
   const uint64_t held = std::min<uint64_t>(next_, ring_.size());
   out.reserve(held);
   for (uint64_t t = next_ - held; t < next_; ++t) {
-    out.push_back(ring_[t % ring_.size()]);
+    out.push_back(ring_[t & mask_]);
   }
   return out;
 }

@@ -54,7 +54,9 @@ class FlightRecorder {
     absl::Time finished;  // InfinitePast while queued.
   };
 
-  // `capacity` entries, at least one.
+  // The last `capacity` collectives at least: the ring holds `capacity`
+  // rounded up to a power of two (at least one), so finding an entry's
+  // slot is a mask, not a 64-bit division (two a collective).
   explicit FlightRecorder(size_t capacity);
 
   // Records a collective queued at `now`; returns its slot token for
@@ -84,7 +86,8 @@ class FlightRecorder {
   // Taken twice per collective, by the calling rank and often by the thread
   // that completes it: a spin lock (runtime/spin_lock.h).
   mutable SpinLock mu_;
-  std::vector<Entry> ring_;  // Guarded by mu_.
+  std::vector<Entry> ring_;  // Guarded by mu_; its size is a power of two.
+  const uint64_t mask_;      // ring_.size() - 1.
   uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
 };
 

@@ -109,6 +109,8 @@ class Transport {
   virtual absl::string_view name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Fixed once the transport is connected (a factory's Connect returned
+  // it): a Communicator reads them once, at construction.
   virtual TransportCapabilities capabilities() const = 0;
 
   virtual absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
