@@ -192,14 +192,14 @@ size_t DirectParts(CollectiveKind kind, size_t bytes, int size) {
                             4 * static_cast<size_t>(size));
 }
 
-absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,
+absl::StatusOr<Request> StartDirect(Transport& transport,
                                     const CollectiveArgs& args, size_t count) {
   const DirectCall call{args.kind, args.op,   args.root,
                         args.send, args.recv, count};
   const size_t parts =
       DirectParts(args.kind, count * DataTypeSize(args.send.dtype),
-                  transport->size());
-  return transport->Rendezvous(CollectiveTag(args.sequence, 0), &call,
+                  transport.size());
+  return transport.Rendezvous(CollectiveTag(args.sequence, 0), &call,
                                sizeof(call),
                                parts > 1 ? &CombinePart : &Combine, parts,
                                args.deadline);

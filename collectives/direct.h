@@ -11,7 +11,7 @@
 // Reductions run in rank order, so every rank gets the same bits.
 //
 // Example:
-//   absl::StatusOr<Request> r = StartDirect(transport, args);
+//   absl::StatusOr<Request> r = StartDirect(*transport, args, count);
 #ifndef RELAY_COLLECTIVES_DIRECT_H_
 #define RELAY_COLLECTIVES_DIRECT_H_
 
@@ -38,7 +38,7 @@ size_t DirectParts(CollectiveKind kind, size_t bytes, int size);
 // Runs `args` (validated; any kind) with the direct algorithm; `count` is
 // the per-rank count of runtime/collective.h's conventions. Unimplemented
 // where the transport has no Rendezvous.
-absl::StatusOr<Request> StartDirect(std::shared_ptr<Transport> transport,
+absl::StatusOr<Request> StartDirect(Transport& transport,
                                     const CollectiveArgs& args, size_t count);
 
 }  // namespace relay

@@ -234,7 +234,8 @@ std::shared_ptr<const Schedule> CachedSchedule(CollectiveKind kind,
 }
 
 absl::StatusOr<Request> ScheduleEngine::Start(
-    std::shared_ptr<Transport> transport, const TransportCapabilities& caps,
+    const std::shared_ptr<Transport>& transport,
+    const TransportCapabilities& caps,
     const CollectiveArgs& args) const {
   if (!config_error_.ok()) return config_error_;
   const int size = transport->size(), rank = transport->rank();
@@ -266,7 +267,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     }
   }
   if (algorithm == Algorithm::kDirect) {
-    return StartDirect(std::move(transport), args, count);
+    return StartDirect(*transport, args, count);
   }
   const DataType dtype = DataTypeOfCall(args);
   if (algorithm == Algorithm::kShm) {
@@ -295,7 +296,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   }
 
   ExecutionContext ctx;
-  ctx.transport = std::move(transport);
+  ctx.transport = transport;  // The schedule runs on: it shares the wiring.
   ctx.caps = caps;
   ctx.send = args.send;
   ctx.recv = args.recv;

@@ -47,7 +47,7 @@ class ScheduleEngine final : public CollectiveEngine {
 
   absl::Status Supports(CollectiveKind kind,
                         Algorithm algorithm) const override;
-  absl::StatusOr<Request> Start(std::shared_ptr<Transport> transport,
+  absl::StatusOr<Request> Start(const std::shared_ptr<Transport>& transport,
                                 const TransportCapabilities& caps,
                                 const CollectiveArgs& args) const override;
 

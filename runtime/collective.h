@@ -161,11 +161,14 @@ class CollectiveEngine {
   // checked before a call takes its sequence number.
   virtual absl::Status Supports(CollectiveKind kind,
                                 Algorithm algorithm) const = 0;
-  // Starts the collective and returns its request. The request shares
-  // `transport` until it completes, so the wiring outlives every operation
-  // in flight. `args` has been validated (runtime/validate.h); `caps` are
-  // the transport's capabilities(), which the caller read once.
-  virtual absl::StatusOr<Request> Start(std::shared_ptr<Transport> transport,
+  // Starts the collective and returns its request. An algorithm that runs
+  // on after Start returns shares `transport` until it completes, so the
+  // wiring outlives every operation in flight (one that finishes inside the
+  // transport's own request copies nothing: two atomic updates a call).
+  // `args` has been validated (runtime/validate.h); `caps` are the
+  // transport's capabilities(), which the caller read once.
+  virtual absl::StatusOr<Request> Start(
+      const std::shared_ptr<Transport>& transport,
                                         const TransportCapabilities& caps,
                                         const CollectiveArgs& args) const = 0;
 };

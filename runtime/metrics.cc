@@ -1,6 +1,7 @@
 #include "runtime/metrics.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -80,16 +81,22 @@ std::string CollectiveMetrics::SizeClassLabel(int size_class) {
 void CollectiveMetrics::RecordNanos(CollectiveKind kind, uint64_t bytes,
                                     int64_t latency_ns, bool ok) {
   PerKind& k = kinds_[static_cast<int>(kind)];
-  k.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  if (!ok) k.errors.fetch_add(1, std::memory_order_relaxed);
   Histogram& h = k.latency[SizeClass(bytes)];
   // In whole nanoseconds: the bounds are whole too (1 us, 2 us, 5 us, ...).
   const int64_t ns = std::max<int64_t>(0, latency_ns);
   const auto& bounds = BucketBoundsNs();
   const int bucket = static_cast<int>(
       std::lower_bound(bounds.begin(), bounds.end(), ns) - bounds.begin());
-  h.buckets[bucket].fetch_add(1, std::memory_order_relaxed);
-  h.sum_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  // Every writer holds the lock, so a load and a store add without loss.
+  auto add = [](std::atomic<uint64_t>& counter, uint64_t v) {
+    counter.store(counter.load(std::memory_order_relaxed) + v,
+                  std::memory_order_relaxed);
+  };
+  std::lock_guard<SpinLock> lock(record_mu_);
+  add(k.bytes, bytes);
+  if (!ok) add(k.errors, 1);
+  add(h.buckets[bucket], 1);
+  add(h.sum_ns, static_cast<uint64_t>(ns));
 }
 
 uint64_t CollectiveMetrics::Histogram::Count() const {

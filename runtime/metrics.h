@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/collective.h"
+#include "runtime/spin_lock.h"
 
 namespace relay {
 
@@ -77,7 +78,11 @@ class CollectiveMetrics {
  private:
   // Operations and a histogram's count are not kept apart: they are the
   // sums of the buckets, so a reader never sees a count that disagrees
-  // with them, and a record costs three atomic adds, not five.
+  // with them.
+  // Writers take record_mu_ and update the counters with plain loads and
+  // stores (atomic, so readers need no lock): one atomic exchange a
+  // record where three atomic adds each drained the store buffer too.
+  SpinLock record_mu_;
   struct Histogram {
     std::array<std::atomic<uint64_t>, kBuckets + 1> buckets{};  // Not cumulative.
     std::atomic<uint64_t> sum_ns{0};

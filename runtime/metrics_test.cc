@@ -1,6 +1,9 @@
 #include "runtime/metrics.h"
 
+#include <atomic>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -22,6 +25,33 @@ TEST(CollectiveMetricsTest, CountsOperationsBytesAndErrors) {
   EXPECT_EQ(ar.errors, 1u);
   EXPECT_EQ(m.Totals(CollectiveKind::kBarrier).operations, 1u);
   EXPECT_EQ(m.Totals(CollectiveKind::kGather).operations, 0u);
+}
+
+// Writers add with plain loads and stores under a lock: none may be lost
+// when several threads record at once (completions run on whichever thread
+// finishes a collective). Without the lock this loses counts.
+TEST(CollectiveMetricsTest, ConcurrentRecordsAllCount) {
+  CollectiveMetrics m;
+  constexpr int kThreads = 4, kRecords = 200000;
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&m, &ready, t] {
+      // All start together, so the records overlap.
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      for (int i = 0; i < kRecords; ++i) {
+        // Bytes and latency differ by thread and record; every fifth fails.
+        m.RecordNanos(CollectiveKind::kAllReduce, 8 + t, 1000 * (i % 7),
+                      i % 5 != 0);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  const CollectiveMetrics::Counts c = m.Totals(CollectiveKind::kAllReduce);
+  EXPECT_EQ(c.operations, uint64_t{kThreads} * kRecords);
+  EXPECT_EQ(c.bytes, uint64_t{kRecords} * (8 + 9 + 10 + 11));
+  EXPECT_EQ(c.errors, uint64_t{kThreads} * (kRecords / 5));
 }
 
 TEST(CollectiveMetricsTest, SizeClasses) {
