@@ -11,6 +11,13 @@
 #   bench/compare_p2p_ucx.sh
 #   RELAY_UCX_TLS=tcp,self bench/compare_p2p_ucx.sh /tmp/p2p-tcp
 #
+# ucx_perftest keeps its own buffer allocation (ucp_mem_map, SysV segments
+# by Debian's UCX_ALLOC_PRIO): real pages, like pingpong's filled vectors.
+# Do not set UCX_ALLOC_PRIO=heap here: perftest never writes its buffers,
+# and untouched heap pages all map the kernel's zero page, so that times
+# copies out of one cached page (63-70 us at 1 MB against 84-97;
+# bench/results/2026-11-25-perftest-buffer-allocation.md).
+#
 # Latency is half the round trip (both tools); bandwidth is one-way with
 # many messages in flight (pingpong: windows of 16 sends, each acknowledged;
 # perftest: its default window). Each figure is the median of ROUNDS

@@ -98,9 +98,10 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
   // OnDone): a rank whose Wait returned finds its metrics and flight record
   // up to date even when another rank's thread completed the request.
   // Slots are tried in turn; one still busy (a long collective) is skipped.
+  uint64_t hint = next_slot_.load(std::memory_order_relaxed);
   for (int tries = 0; tries < 4; ++tries) {
-    const size_t index =
-        next_slot_.fetch_add(1, std::memory_order_relaxed) % kSlots;
+    const size_t index = hint++ % kSlots;
+    next_slot_.store(hint, std::memory_order_relaxed);
     Slot& slot = slots_[index];
     if (slot.busy.load(std::memory_order_acquire) ||
         slot.busy.exchange(true, std::memory_order_acquire)) {

@@ -90,6 +90,9 @@ class CollectiveTelemetry
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_;
   Slot slots_[kSlots];
+  // Where the next search for a free slot starts: a hint, read and written
+  // without a read-modify-write (two threads starting at the same slot is
+  // harmless: the slot's busy flag decides which takes it).
   std::atomic<uint64_t> next_slot_{0};
 };
 
