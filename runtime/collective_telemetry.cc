@@ -65,7 +65,7 @@ void CollectiveTelemetry::Finish(const Ticket& ticket,
   // line in Debian's shared Abseil, and this runs on every collective.
   const int64_t now_ns = FastNowNanos();
   if (recorder_ != nullptr) {
-    recorder_->Done(ticket.token, status, absl::FromUnixNanos(now_ns));
+    recorder_->DoneNanos(ticket.token, status, now_ns);
   }
   metrics_->RecordNanos(ticket.kind, ticket.bytes, now_ns - ticket.start_ns,
                         status.ok());
@@ -75,7 +75,7 @@ CollectiveTelemetry::Ticket CollectiveTelemetry::Queue(
     const CollectiveArgs& args, int size, int64_t start_ns) {
   Ticket t;
   t.token = recorder_ != nullptr
-                ? recorder_->Queued(args, size, absl::FromUnixNanos(start_ns))
+                ? recorder_->QueuedNanos(args, size, start_ns)
                 : 0;
   t.bytes = PerRankCount(args, size) *
             DataTypeSize(args.send.count > 0 ? args.send.dtype
@@ -122,7 +122,7 @@ void CollectiveTelemetry::Started(const Ticket& ticket,
 void CollectiveTelemetry::Refused(const Ticket& ticket,
                                   const absl::Status& why) {
   if (recorder_ != nullptr) {
-    recorder_->Done(ticket.token, why, absl::FromUnixNanos(ticket.start_ns));
+    recorder_->DoneNanos(ticket.token, why, ticket.start_ns);
   }
   metrics_->RecordNanos(ticket.kind, ticket.bytes, 0, false);
 }

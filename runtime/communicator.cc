@@ -189,8 +189,7 @@ bool Communicator::AbortRecord::Set(absl::Status why) {
   return true;
 }
 
-absl::Status Communicator::CheckUsable() const {
-  if (!abort_->set.load(std::memory_order_acquire)) return absl::OkStatus();
+absl::Status Communicator::AbortedError() const {
   std::lock_guard<std::mutex> lock(abort_->mu);
   return absl::FailedPreconditionError(absl::StrCat(
       "communicator was aborted: ", abort_->reason.message()));

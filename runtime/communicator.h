@@ -224,7 +224,12 @@ class Communicator {
                std::shared_ptr<Transport> transport, int rank, int size,
                CommunicatorOptions options);
 
-  absl::Status CheckUsable() const;
+  // OK unless aborted. Inline: every call asks, and the answer is one flag.
+  absl::Status CheckUsable() const {
+    if (!abort_->set.load(std::memory_order_acquire)) return absl::OkStatus();
+    return AbortedError();
+  }
+  absl::Status AbortedError() const;
   // `now_ns` (FastNowNanos) plus the call's timeout (or the default one),
   // InfiniteFuture past int64 nanoseconds.
   absl::Time DeadlineFor(const CollectiveOptions& options, int64_t now_ns) const;

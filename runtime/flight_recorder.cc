@@ -34,16 +34,6 @@ std::string Quote(absl::string_view s) {
 
 
 // An entry's outcome, from the status it completed with at `now`.
-void SetOutcome(FlightRecorder::Entry& e, const absl::Status& status,
-                absl::Time now) {
-  e.state = status.ok() ? FlightRecorder::State::kCompleted
-                        : FlightRecorder::State::kFailed;
-  e.code = status.code();
-  // Queued left the message empty; OK needs no string work.
-  if (!status.ok()) e.message = std::string(status.message().substr(0, 200));
-  e.finished = now;
-}
-
 }  // namespace
 
 absl::string_view FlightStateName(FlightRecorder::State state) {
@@ -68,32 +58,40 @@ size_t PowerOfTwoAtLeast(size_t n) {
 FlightRecorder::FlightRecorder(size_t capacity)
     : ring_(PowerOfTwoAtLeast(capacity)), mask_(ring_.size() - 1) {}
 
-uint64_t FlightRecorder::Queued(const CollectiveArgs& args, int size,
-                                absl::Time now) {
+uint64_t FlightRecorder::QueuedNanos(const CollectiveArgs& args, int size,
+                                     int64_t now_ns) {
   const uint64_t count = PerRankCount(args, size);
   std::lock_guard<SpinLock> lock(mu_);
   const uint64_t token = next_++;
-  // Written in place: the entry's message string keeps its buffer.
-  Entry& e = ring_[token & mask_];
-  e.sequence = args.sequence;
-  e.kind = args.kind;
-  e.dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
-  e.count = count;
-  e.root = IsRooted(args.kind) ? args.root : -1;
-  e.algorithm = args.algorithm;
-  e.state = State::kQueued;
-  e.code = absl::StatusCode::kOk;
-  e.message.clear();
-  e.queued = now;
-  e.finished = absl::InfinitePast();
+  // Written in place: the record's message string keeps its buffer.
+  Record& r = ring_[token & mask_];
+  r.sequence = args.sequence;
+  r.kind = args.kind;
+  r.dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
+  r.count = count;
+  r.root = IsRooted(args.kind) ? args.root : -1;
+  r.algorithm = args.algorithm;
+  r.state = State::kQueued;
+  r.code = absl::StatusCode::kOk;
+  if (!r.message.empty()) r.message.clear();
+  r.queued_ns = now_ns;
   return token;
 }
 
-void FlightRecorder::Done(uint64_t token, const absl::Status& status,
-                          absl::Time now) {
+void FlightRecorder::DoneNanos(uint64_t token, const absl::Status& status,
+                               int64_t now_ns) {
+  // Outside the lock. An OK status needs no code() (out of line in
+  // Debian's shared Abseil) and no string.
+  const bool ok = status.ok();
+  const absl::StatusCode code = ok ? absl::StatusCode::kOk : status.code();
   std::lock_guard<SpinLock> lock(mu_);
   if (token + ring_.size() < next_) return;  // Slot reused since.
-  SetOutcome(ring_[token & mask_], status, now);
+  Record& r = ring_[token & mask_];
+  r.state = ok ? State::kCompleted : State::kFailed;
+  r.code = code;
+  // Queued left the message empty.
+  if (!ok) r.message = std::string(status.message().substr(0, 200));
+  r.finished_ns = now_ns;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
@@ -102,7 +100,21 @@ std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
   const uint64_t held = std::min<uint64_t>(next_, ring_.size());
   out.reserve(held);
   for (uint64_t t = next_ - held; t < next_; ++t) {
-    out.push_back(ring_[t & mask_]);
+    const Record& r = ring_[t & mask_];
+    Entry e;
+    e.sequence = r.sequence;
+    e.kind = r.kind;
+    e.dtype = r.dtype;
+    e.count = r.count;
+    e.root = r.root;
+    e.algorithm = r.algorithm;
+    e.state = r.state;
+    e.code = r.code;
+    e.message = r.message;
+    e.queued = absl::FromUnixNanos(r.queued_ns);
+    e.finished = r.state == State::kQueued ? absl::InfinitePast()
+                                           : absl::FromUnixNanos(r.finished_ns);
+    out.push_back(std::move(e));
   }
   return out;
 }

@@ -62,16 +62,25 @@ class FlightRecorder {
   // Records a collective queued at `now`; returns its slot token for
   // Done(). (The caller passes the time it read anyway: a clock read is a
   // noticeable part of a small collective.)
-  uint64_t Queued(const CollectiveArgs& args, int size, absl::Time now);
-  uint64_t Queued(const CollectiveArgs& args, int size) {
-    return Queued(args, size, FastNow());
+  uint64_t Queued(const CollectiveArgs& args, int size, absl::Time now) {
+    return QueuedNanos(args, size, absl::ToUnixNanos(now));
   }
+  uint64_t Queued(const CollectiveArgs& args, int size) {
+    return QueuedNanos(args, size, FastNowNanos());
+  }
+  // The same with `now_ns` from FastNowNanos (what the communicator has):
+  // the ring keeps integer nanoseconds, as absl's Time arithmetic is out of
+  // line in Debian's shared Abseil, and converts only in Snapshot.
+  uint64_t QueuedNanos(const CollectiveArgs& args, int size, int64_t now_ns);
   // Marks the entry of `token` completed or failed at `now` (a no-op if the
   // ring has since reused its slot).
-  void Done(uint64_t token, const absl::Status& status, absl::Time now);
-  void Done(uint64_t token, const absl::Status& status) {
-    Done(token, status, FastNow());
+  void Done(uint64_t token, const absl::Status& status, absl::Time now) {
+    DoneNanos(token, status, absl::ToUnixNanos(now));
   }
+  void Done(uint64_t token, const absl::Status& status) {
+    DoneNanos(token, status, FastNowNanos());
+  }
+  void DoneNanos(uint64_t token, const absl::Status& status, int64_t now_ns);
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;
   // {"rank": R, "size": N, "dumped_at": "...", "reason": "...",
@@ -83,10 +92,25 @@ class FlightRecorder {
   std::string ToJson(int rank, int size, absl::string_view reason) const;
 
  private:
+  // An Entry as the ring holds it: times in nanoseconds since the epoch.
+  struct Record {
+    uint64_t sequence = 0;
+    uint64_t count = 0;
+    int64_t queued_ns = 0;
+    int64_t finished_ns = 0;  // Meaningful once state is not kQueued.
+    int32_t root = -1;
+    CollectiveKind kind = CollectiveKind::kBarrier;
+    DataType dtype = DataType::kUint8;
+    Algorithm algorithm = Algorithm::kAuto;
+    State state = State::kQueued;
+    absl::StatusCode code = absl::StatusCode::kOk;
+    std::string message;
+  };
+
   // Taken twice per collective, by the calling rank and often by the thread
   // that completes it: a spin lock (runtime/spin_lock.h).
   mutable SpinLock mu_;
-  std::vector<Entry> ring_;  // Guarded by mu_; its size is a power of two.
+  std::vector<Record> ring_;  // Guarded by mu_; its size is a power of two.
   const uint64_t mask_;      // ring_.size() - 1.
   uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
 };

@@ -31,28 +31,35 @@ std::string Labels(const std::vector<std::pair<std::string, std::string>>& base,
 
 std::string Seconds(double s) { return absl::StrCat(s); }
 
+// The tables as constants the compiler builds: every record reads both, and
+// function-local statics cost a call and a guard check each time.
+constexpr std::array<uint64_t, CollectiveMetrics::kSizeClasses - 1>
+    kSizeClassBounds = {uint64_t{1} << 10, uint64_t{64} << 10,
+                        uint64_t{1} << 20, uint64_t{16} << 20};
+
+constexpr std::array<int64_t, CollectiveMetrics::kBuckets> MakeBucketBoundsNs() {
+  std::array<int64_t, CollectiveMetrics::kBuckets> b{};
+  int64_t decade = 1000;  // 1 us.
+  for (int i = 0; i < CollectiveMetrics::kBuckets; ++i) {
+    constexpr int64_t kSteps[] = {1, 2, 5};
+    b[i] = decade * kSteps[i % 3];
+    if (i % 3 == 2) decade *= 10;
+  }
+  return b;
+}
+constexpr std::array<int64_t, CollectiveMetrics::kBuckets> kBucketBoundsNs =
+    MakeBucketBoundsNs();
+
 }  // namespace
 
 const std::array<uint64_t, CollectiveMetrics::kSizeClasses - 1>&
 CollectiveMetrics::SizeClassBounds() {
-  static const std::array<uint64_t, kSizeClasses - 1> bounds = {
-      uint64_t{1} << 10, uint64_t{64} << 10, uint64_t{1} << 20, uint64_t{16} << 20};
-  return bounds;
+  return kSizeClassBounds;
 }
 
 const std::array<int64_t, CollectiveMetrics::kBuckets>&
 CollectiveMetrics::BucketBoundsNs() {
-  static const std::array<int64_t, kBuckets> bounds = [] {
-    std::array<int64_t, kBuckets> b{};
-    int64_t decade = 1000;  // 1 us.
-    for (int i = 0; i < kBuckets; ++i) {
-      const int64_t step[] = {1, 2, 5};
-      b[i] = decade * step[i % 3];
-      if (i % 3 == 2) decade *= 10;
-    }
-    return b;
-  }();
-  return bounds;
+  return kBucketBoundsNs;
 }
 
 const std::array<double, CollectiveMetrics::kBuckets>&
@@ -66,9 +73,8 @@ CollectiveMetrics::BucketBounds() {
 }
 
 int CollectiveMetrics::SizeClass(uint64_t bytes) {
-  const auto& bounds = SizeClassBounds();
   for (int i = 0; i < kSizeClasses - 1; ++i) {
-    if (bytes <= bounds[i]) return i;
+    if (bytes <= kSizeClassBounds[i]) return i;
   }
   return kSizeClasses - 1;
 }
@@ -84,9 +90,11 @@ void CollectiveMetrics::RecordNanos(CollectiveKind kind, uint64_t bytes,
   Histogram& h = k.latency[SizeClass(bytes)];
   // In whole nanoseconds: the bounds are whole too (1 us, 2 us, 5 us, ...).
   const int64_t ns = std::max<int64_t>(0, latency_ns);
-  const auto& bounds = BucketBoundsNs();
-  const int bucket = static_cast<int>(
-      std::lower_bound(bounds.begin(), bounds.end(), ns) - bounds.begin());
+  // The first bound at or above ns, searched from the bottom: most
+  // collectives are short, so this stops within the first few (a binary
+  // search took five dependent steps every time).
+  int bucket = 0;
+  while (bucket < kBuckets && kBucketBoundsNs[bucket] < ns) ++bucket;
   // Every writer holds the lock, so a load and a store add without loss.
   auto add = [](std::atomic<uint64_t>& counter, uint64_t v) {
     counter.store(counter.load(std::memory_order_relaxed) + v,

@@ -87,5 +87,25 @@ TEST(CollectiveMetricsTest, PrometheusText) {
   EXPECT_EQ(t.find("collective=\"gather\",size="), std::string::npos);
 }
 
+// Prometheus buckets are "less than or equal": a latency exactly at a bound
+// counts in that bucket, a nanosecond more in the next; 0 and negative
+// readings in the first, beyond 10 s only in +Inf.
+TEST(CollectiveMetricsTest, BucketsIncludeTheirUpperBound) {
+  CollectiveMetrics m;
+  m.RecordNanos(CollectiveKind::kBarrier, 0, -5, true);
+  m.RecordNanos(CollectiveKind::kBarrier, 0, 0, true);
+  m.RecordNanos(CollectiveKind::kBarrier, 0, 2000, true);
+  m.RecordNanos(CollectiveKind::kBarrier, 0, 2001, true);
+  m.RecordNanos(CollectiveKind::kBarrier, 0, 10'000'000'001, true);
+  const std::string t = m.PrometheusText({});
+  const std::string bucket =
+      "relay_collective_latency_seconds_bucket{collective=\"barrier\",size=\"1KiB\",le=";
+  EXPECT_TRUE(Has(t, bucket + "\"1e-06\"} 2")) << t;
+  EXPECT_TRUE(Has(t, bucket + "\"2e-06\"} 3")) << t;
+  EXPECT_TRUE(Has(t, bucket + "\"5e-06\"} 4")) << t;
+  EXPECT_TRUE(Has(t, bucket + "\"10\"} 4")) << t;
+  EXPECT_TRUE(Has(t, bucket + "\"+Inf\"} 5")) << t;
+}
+
 }  // namespace
 }  // namespace relay

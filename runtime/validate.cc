@@ -37,7 +37,7 @@ bool MultiplyFits(size_t count, size_t multiple, size_t* out) {
 // The checks below for a buffer that passes them all, in a few compares:
 // no division by the element size (any count up to kMaxBytes / 8 fits
 // every type) and no Status built. Every call checks two buffers.
-bool PlainlyValid(const ConstBuffer& buffer,
+inline bool PlainlyValid(const ConstBuffer& buffer,
                   const TransportCapabilities& caps) {
   if (!IsValid(buffer.dtype) || buffer.count > kMaxBytes / 8) return false;
   if (buffer.count == 0) return true;
@@ -106,11 +106,13 @@ absl::Status ValidateCollective(const CollectiveArgs& args, int rank, int size,
     default:
       break;
   }
-  if (uses_send) {
+  // ValidateBuffer only for a buffer that does not plainly pass: the call
+  // and its Status cost about 35 instructions a buffer.
+  if (uses_send && !PlainlyValid(args.send, caps)) {
     absl::Status s = ValidateBuffer(args.send, "send buffer", caps);
     if (!s.ok()) return Invalid(args, std::string(s.message()));
   }
-  if (uses_recv) {
+  if (uses_recv && !PlainlyValid(args.recv, caps)) {
     absl::Status s = ValidateBuffer(args.recv, "recv buffer", caps);
     if (!s.ok()) return Invalid(args, std::string(s.message()));
   }
