@@ -138,6 +138,18 @@ class RequestState {
   virtual absl::Status StreamWait(void* cuda_stream);
 
  protected:
+  // Complete() for a request no other thread can have seen: created by the
+  // caller and not yet handed out, so nothing is registered on it and
+  // nobody waits. Then completion is two plain stores, not Complete()'s
+  // lock, seq_cst publication and callback walk (two atomic exchanges; a
+  // small collective whose last rank is this one completes this way).
+  // Handing the request out afterwards publishes it as any value is.
+  void CompleteUnshared(absl::Status status) {
+    completing_ = true;
+    status_ = std::move(status);
+    done_.store(1, std::memory_order_release);
+  }
+
   // Called repeatedly by Wait() and Request::Test() while not done; returns
   // true if it did some work (Wait keeps polling, rather than sleeping,
   // while work keeps coming).

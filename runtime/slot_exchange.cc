@@ -141,6 +141,7 @@ class SlotExchange::Op final : public RequestState {
  public:
   Op(absl::Time deadline, SlotExchange* exchange)
       : RequestState(deadline), owner(exchange) {}
+  using RequestState::CompleteUnshared;  // For Start, on an op it just made.
 
   SlotExchange* const owner;
   uint64_t exchange = 0;
@@ -288,7 +289,8 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
     }
   }
   if (finished_here) {
-    op->Complete(absl::OkStatus());
+    // Never queued nor handed out: no other thread has seen it.
+    op->CompleteUnshared(absl::OkStatus());
   } else {
     Complete(done);
   }

@@ -146,6 +146,8 @@ class UcxOp final : public RequestState {
         peer(peer),
         is_recv(is_recv),
         bytes(bytes) {}
+  // For a post that UCX completed at once: no other thread saw the op.
+  using RequestState::CompleteUnshared;
 
   UcxTransport* const transport;
   const int peer;
@@ -624,7 +626,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       }
     }
     if (completed) {
-      op->Complete(std::move(immediate));
+      // Out of pending_ again before the worker lock was released, and not
+      // yet returned: nobody else has seen it.
+      op->CompleteUnshared(std::move(immediate));
     } else if (!inline_done.empty()) {
       RunCompletions(inline_done);
     } else {
