@@ -594,8 +594,13 @@ absl::Status Communicator::Abort(absl::Status reason) {
 }
 
 void Communicator::StartedRequests::Add(const Request& request) {
-  // Most small collectives on loopback are done by the time they return.
-  if (request.state() == nullptr || request.state()->done()) return;
+  // Most small collectives on loopback are done by the time they return,
+  // and a transport's own requests are failed by its Abort, which Abort
+  // and the destructor call first.
+  if (request.state() == nullptr || request.state()->done() ||
+      request.state()->CancelledByTransportAbort()) {
+    return;
+  }
   std::lock_guard<std::mutex> lock(mu);
   if (live.size() >= prune_at) {
     // Amortised: drop the completed ones once the list has doubled.

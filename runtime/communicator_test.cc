@@ -519,6 +519,32 @@ TEST(CommunicatorTest, CollectiveMissingARankTimesOutThenAborts) {
   });
 }
 
+// A pending shm collective is the transport's own request: the communicator
+// does not track it (RequestState::CancelledByTransportAbort), and Abort
+// must still fail it, through the transport's Abort.
+TEST(CommunicatorTest, AbortCancelsAPendingShmCollective) {
+  ThreadBarrier barrier(2);
+  RunGroup(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {  // Never calls the collective.
+      EXPECT_TRUE(barrier.Arrive());
+      return;
+    }
+    std::vector<float> in = Values(0, 16), out(16, 0.0f);
+    CollectiveOptions options;
+    options.algorithm = Algorithm::kShm;
+    absl::StatusOr<Request> r = comm.AllReduce(
+        ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum, options);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->Test());
+    const absl::Time start = absl::Now();
+    EXPECT_TRUE(comm.Abort().ok());
+    const absl::Status s = r->Wait(absl::Seconds(1));
+    EXPECT_LT(absl::Now() - start, absl::Milliseconds(100));
+    EXPECT_EQ(s.code(), absl::StatusCode::kCancelled) << s;
+    EXPECT_TRUE(barrier.Arrive());
+  });
+}
+
 // Verifies that a peer's abort fails a blocked Recv with Unavailable naming it.
 TEST(CommunicatorTest, PeerAbortIsUnavailableNamingTheRank) {
   ThreadBarrier barrier(2);

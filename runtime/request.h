@@ -137,6 +137,12 @@ class RequestState {
   // operation (Request::StreamWait). Host operations: Unimplemented.
   virtual absl::Status StreamWait(void* cuda_stream);
 
+  // True for a transport's own request, which its Transport::Abort fails
+  // while pending: a Communicator then need not track it to cancel it on
+  // Abort (a mutex and a weak reference per pending call). False for
+  // requests an algorithm builds, which only the communicator can cancel.
+  virtual bool CancelledByTransportAbort() const { return false; }
+
  protected:
   // Complete() for a request no other thread can have seen: created by the
   // caller and not yet handed out, so nothing is registered on it and

@@ -142,6 +142,9 @@ class SlotExchange::Op final : public RequestState {
   Op(absl::Time deadline, SlotExchange* exchange)
       : RequestState(deadline), owner(exchange) {}
   using RequestState::CompleteUnshared;  // For Start, on an op it just made.
+  // SlotExchange::Abort fails the queued ones, and a transport's Abort
+  // calls it.
+  bool CancelledByTransportAbort() const override { return true; }
 
   SlotExchange* const owner;
   uint64_t exchange = 0;

@@ -177,7 +177,10 @@ class SlotExchange {
 
   // Fails every queued exchange, and every later Start, with `reason`, and
   // marks this rank aborted in the shared region so that peers waiting for
-  // it fail with Unavailable. Idempotent.
+  // it fail with Unavailable. Idempotent. A transport that owns an exchange
+  // calls this from its Transport::Abort: the exchange's requests say so
+  // (RequestState::CancelledByTransportAbort), and a communicator relies on
+  // it instead of tracking them.
   void Abort(absl::Status reason);
 
  private:
