@@ -22,7 +22,7 @@
 #   --bytes B      default 8
 #   --iters I      default 2000
 #
-# Example (the figures in the 2026-11-25 notes: 12 before the session's
+# Example (the figures in the 2026-11-25 notes: 16 before the session's
 # work, 6 after, 8 B shm all_reduce on 1 rank):
 #   bazel build //bench:collectives
 #   bench/atomics_per_call.py bazel-bin/bench/collectives
