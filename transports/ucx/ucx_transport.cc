@@ -435,7 +435,8 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     // thread sleeps on the event fd meanwhile.
     if (blocking_) return false;
     return outstanding_.load(std::memory_order_relaxed) > 0 &&
-           now - last_activity_ns_.load(std::memory_order_relaxed) < kBusyNs;
+           Within(now - last_activity_ns_.load(std::memory_order_relaxed),
+                  kBusyNs);
   }
 
   // An exchange's waiter polls like any caller, so the progress thread
@@ -536,6 +537,13 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // 32 KB ping-pong, clock_gettime was 18% of the samples. A wall-clock
   // step only lengthens or shortens one busy window.
   static int64_t NowNanos() { return FastNowNanos(); }
+  // Whether `elapsed` (two NowNanos readings apart) is within `window`. A
+  // negative one, the wall clock stepped back between them, is not: the
+  // progress thread would otherwise stand aside, and a caller keep polling,
+  // for as long as the step.
+  static bool Within(int64_t elapsed, int64_t window) {
+    return elapsed >= 0 && elapsed < window;
+  }
 
   // Drives the worker once, if no other thread is; `now` (NowNanos) stamps
   // any activity, so a caller's poll reads the clock once.
@@ -771,7 +779,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       const int64_t now = NowNanos();
       const int64_t last_poll =
           last_caller_poll_ns_.load(std::memory_order_relaxed);
-      if (now - last_poll < kCallerPollingNs) {
+      if (Within(now - last_poll, kCallerPollingNs)) {
         std::unique_lock<std::mutex> lock(idle_mu_);
         stand_aside_cv_.wait_for(
             lock, std::chrono::nanoseconds(last_poll + kCallerPollingNs - now),
