@@ -169,8 +169,8 @@ class CollectiveEngine {
   // transport's capabilities(), which the caller read once.
   virtual absl::StatusOr<Request> Start(
       const std::shared_ptr<Transport>& transport,
-                                        const TransportCapabilities& caps,
-                                        const CollectiveArgs& args) const = 0;
+      const TransportCapabilities& caps,
+      const CollectiveArgs& args) const = 0;
 };
 
 }  // namespace relay

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/numeric/bits.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -32,8 +33,6 @@ std::string Quote(absl::string_view s) {
   return out + "\"";
 }
 
-
-// An entry's outcome, from the status it completed with at `now`.
 }  // namespace
 
 absl::string_view FlightStateName(FlightRecorder::State state) {
@@ -45,18 +44,9 @@ absl::string_view FlightStateName(FlightRecorder::State state) {
   return "unknown";
 }
 
-namespace {
-
-size_t PowerOfTwoAtLeast(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-}  // namespace
-
 FlightRecorder::FlightRecorder(size_t capacity)
-    : ring_(PowerOfTwoAtLeast(capacity)), mask_(ring_.size() - 1) {}
+    : ring_(absl::bit_ceil(capacity)),  // bit_ceil(0) is 1.
+      mask_(ring_.size() - 1) {}
 
 uint64_t FlightRecorder::QueuedNanos(const CollectiveArgs& args, int size,
                                      int64_t now_ns) {

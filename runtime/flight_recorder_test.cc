@@ -51,6 +51,22 @@ TEST(FlightRecorderTest, KeepsTheLastEntriesOnly) {
   for (const auto& entry : e) EXPECT_EQ(entry.state, FlightRecorder::State::kQueued);
 }
 
+// A capacity that is not a power of two is rounded up (slots are found by
+// mask), and 0 still keeps one entry.
+TEST(FlightRecorderTest, CapacityRoundsUpToAPowerOfTwo) {
+  FlightRecorder five(5), none(0);
+  for (uint64_t s = 0; s < 10; ++s) {
+    five.Queued(Args(CollectiveKind::kAllReduce, s), 2);
+    none.Queued(Args(CollectiveKind::kAllReduce, s), 2);
+  }
+  const std::vector<FlightRecorder::Entry> e = five.Snapshot();
+  ASSERT_EQ(e.size(), 8u);
+  EXPECT_EQ(e.front().sequence, 2u);
+  EXPECT_EQ(e.back().sequence, 9u);
+  ASSERT_EQ(none.Snapshot().size(), 1u);
+  EXPECT_EQ(none.Snapshot()[0].sequence, 9u);
+}
+
 TEST(FlightRecorderTest, JsonNamesEveryField) {
   FlightRecorder r(4);
   const uint64_t t = r.Queued(Args(CollectiveKind::kReduce, 7), 2);

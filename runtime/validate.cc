@@ -37,7 +37,7 @@ bool MultiplyFits(size_t count, size_t multiple, size_t* out) {
 // The checks below for a buffer that passes them all, in a few compares:
 // no division by the element size (any count up to kMaxBytes / 8 fits
 // every type) and no Status built. Every call checks two buffers.
-inline bool PlainlyValid(const ConstBuffer& buffer,
+bool PlainlyValid(const ConstBuffer& buffer,
                   const TransportCapabilities& caps) {
   if (!IsValid(buffer.dtype) || buffer.count > kMaxBytes / 8) return false;
   if (buffer.count == 0) return true;

@@ -963,7 +963,8 @@ TEST(LoopbackTransportTest, ScheduledCollectiveReleasesTheTransportFirst) {
           args.algorithm = algorithm;
           args.sequence = round;
           args.deadline = Deadline();
-          absl::StatusOr<Request> req = engine.Start(t[r], t[r]->capabilities(), args);
+          absl::StatusOr<Request> req =
+              engine.Start(t[r], t[r]->capabilities(), args);
           ASSERT_TRUE(req.ok()) << req.status();
           ASSERT_TRUE(req->Wait(kWait).ok());
           holders[r] = t[r].use_count();
