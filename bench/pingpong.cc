@@ -9,9 +9,18 @@
 // processes is one rank and the transport defaults to the job's or ucx:
 //   UCX_TLS=shm,self tools/relayrun -n 2 -- bazel-bin/bench/pingpong
 //
+// --takeover times something else: how soon a transport's own progress
+// (UCX's progress thread) moves a message that both callers left behind
+// to compute, after a phase in which they polled:
+//   tools/relayrun -n 2 -- bazel-bin/bench/pingpong --takeover 8 -e 1M
+//
 // Exit status: 0 on success, 1 if an operation failed, 2 for bad flags.
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +44,13 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
   -n ITERS           round trips per size (default 10000; fewer for large)
   -w ITERS           warm-up round trips per size (default 100)
   --window N         messages in flight for the bandwidth test (default 16)
+  --takeover TRIALS  instead of the sweep: TRIALS times, 8 B round trips for
+                     --poll-ms (both callers polling), then one message of
+                     -e bytes that neither caller waits for while it
+                     computes (spins without calling relay); prints how
+                     long after its post each side's request completed,
+                     i.e. how soon the transport's own progress moved it
+  --poll-ms MS       --takeover's polling phase (default 20)
   --transport NAME   registered transport (default loopback; under a
                      launcher RELAY_TRANSPORT, else ucx)
   -h, --help         this text
@@ -44,6 +60,8 @@ struct Flags {
   size_t min_bytes = 8, max_bytes = 4 << 20;
   double factor = 4;
   int iters = 10000, warmup = 100, window = 16;
+  int takeover_trials = 0;  // --takeover; 0: the sweep.
+  int poll_ms = 20;
   std::string transport = "loopback";
   bool transport_given = false;
 };
@@ -61,6 +79,10 @@ Flags ParseFlags(int argc, char** argv) {
       continue;
     } else if (p.name() == "--window") {
       f.window = p.Int(1);
+    } else if (p.name() == "--takeover") {
+      f.takeover_trials = p.Int(1);
+    } else if (p.name() == "--poll-ms") {
+      f.poll_ms = p.Int(0);
     } else if (p.name() == "--transport") {
       f.transport = p.value();
       f.transport_given = true;
@@ -80,10 +102,38 @@ absl::Status Wait(absl::StatusOr<Request> r) {
   return r->Wait(absl::Seconds(60));
 }
 
+// A message buffer that starts on a page boundary, as osu_latency's and
+// ucx_perftest's do, filled with `fill` (so its pages are real, not the
+// kernel's shared zero page). Alignment matters for the comparison: a
+// rendezvous over CMA pins every page a message touches, and an unaligned
+// 32 KB buffer spans 9 pages instead of 8, which cost relay about 0.2 us a
+// message against perftest's aligned ones
+// (bench/results/2026-11-25-ucx-stand-aside.md).
+class PageBuffer {
+ public:
+  PageBuffer(size_t bytes, char fill) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t rounded = std::max(page, (bytes + page - 1) / page * page);
+    data_.reset(static_cast<char*>(std::aligned_alloc(page, rounded)));
+    if (data_ == nullptr) {
+      std::fprintf(stderr, "pingpong: cannot allocate %zu bytes\n", bytes);
+      std::exit(1);
+    }
+    std::memset(data_.get(), fill, rounded);
+  }
+  char* data() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data_;
+};
+
 absl::Status RunRank(Communicator& comm, const Flags& f) {
   const int me = comm.rank(), peer = 1 - me;
   for (size_t bytes : bench::SizeSweep(f.min_bytes, f.max_bytes, f.factor)) {
-    std::vector<char> out(bytes, static_cast<char>(me)), in(bytes);
+    const PageBuffer out(bytes, static_cast<char>(me)), in(bytes, 0);
     const ConstBuffer send{out.data(), bytes, DataType::kUint8, Device::Host()};
     const Buffer recv{in.data(), bytes, DataType::kUint8, Device::Host()};
     // Fewer round trips for large messages: about 1 GB moved per size.
@@ -107,7 +157,7 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
     // Every receive of a window lands in the same buffer, as in osu_bw and
     // ucx_perftest tag_bw, so the figure is the transport's, not the cache's.
     std::vector<P2POp> ops;
-    std::vector<char> sink(bytes);
+    const PageBuffer sink(bytes, 0);
     for (int w = 0; w < f.window; ++w) {
       ops.push_back(me == 0 ? P2POp::Send(send, peer, 1)
                             : P2POp::Recv(Buffer{sink.data(), bytes,
@@ -135,6 +185,83 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
   return absl::OkStatus();
 }
 
+// --takeover (see kUsage). A progress thread that stands aside while
+// callers poll must notice when they stop and move what they left behind;
+// this times that on its own, one message at a time.
+absl::Status RunTakeover(Communicator& comm, const Flags& f) {
+  const int me = comm.rank(), peer = 1 - me;
+  const size_t bytes = f.max_bytes;
+  const PageBuffer message(bytes, static_cast<char>(me));
+  char token = 1;
+  const Buffer token_buf{&token, 1, DataType::kUint8, Device::Host()};
+  double theirs_us = 0;
+  const Buffer theirs_buf{&theirs_us, sizeof(double), DataType::kUint8,
+                          Device::Host()};
+  const ConstBuffer send{message.data(), bytes, DataType::kUint8,
+                         Device::Host()};
+  const Buffer recv{message.data(), bytes, DataType::kUint8, Device::Host()};
+  // One message waited for first, so no trial pays first-use costs.
+  RELAY_RETURN_IF_ERROR(
+      Wait(me == 0 ? comm.Send(send, peer, 3) : comm.Recv(recv, peer, 3)));
+  if (me == 0) {
+    std::printf("# %6s  %16s  %16s  (%zu B message, %d ms polling)\n",
+                "trial", "send done (us)", "recv done (us)", bytes,
+                f.poll_ms);
+  }
+  for (int trial = 1; trial <= f.takeover_trials; ++trial) {
+    // Both callers poll for poll_ms: rank 0's token says go on (1) or stop
+    // (0), so both ranks run the same number of round trips.
+    const absl::Time until = absl::Now() + absl::Milliseconds(f.poll_ms);
+    do {
+      if (me == 0) {
+        token = absl::Now() < until ? 1 : 0;
+        RELAY_RETURN_IF_ERROR(Wait(comm.Send(token_buf, peer)));
+        RELAY_RETURN_IF_ERROR(Wait(comm.Recv(token_buf, peer)));
+      } else {
+        RELAY_RETURN_IF_ERROR(Wait(comm.Recv(token_buf, peer)));
+        RELAY_RETURN_IF_ERROR(Wait(comm.Send(token_buf, peer)));
+      }
+    } while (token != 0);
+
+    struct Outcome {
+      std::atomic<bool> done{false};
+      absl::Time at;
+      absl::Status status;
+    };
+    auto outcome = std::make_shared<Outcome>();
+    const absl::Time posted = absl::Now();
+    absl::StatusOr<Request> r =
+        me == 0 ? comm.Send(send, peer, 3) : comm.Recv(recv, peer, 3);
+    if (!r.ok()) return r.status();
+    r->OnDone([outcome](absl::Status s) {
+      outcome->at = absl::Now();
+      outcome->status = std::move(s);
+      outcome->done.store(true, std::memory_order_release);
+    });
+    // Computing: no relay call until the request is done, 2 s at most.
+    const absl::Time give_up = posted + absl::Seconds(2);
+    while (!outcome->done.load(std::memory_order_acquire) &&
+           absl::Now() < give_up) {
+    }
+    RELAY_RETURN_IF_ERROR(Wait(*std::move(r)));
+    RELAY_RETURN_IF_ERROR(outcome->status);
+    double mine_us = absl::ToDoubleMicroseconds(outcome->at - posted);
+    if (me == 1) {
+      theirs_us = mine_us;
+      RELAY_RETURN_IF_ERROR(Wait(comm.Send(theirs_buf, peer, 4)));
+    } else {
+      RELAY_RETURN_IF_ERROR(Wait(comm.Recv(theirs_buf, peer, 4)));
+      std::printf("%8d  %16.1f  %16.1f\n", trial, mine_us, theirs_us);
+      std::fflush(stdout);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Run(Communicator& comm, const Flags& f) {
+  return f.takeover_trials > 0 ? RunTakeover(comm, f) : RunRank(comm, f);
+}
+
 // This process is one of the two ranks of a launched job.
 int RunLaunchedRank(Flags f) {
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
@@ -150,9 +277,12 @@ int RunLaunchedRank(Flags f) {
   if ((*comm)->rank() == 0) {
     std::printf("# relay pingpong: 2 processes, transport %s\n",
                 f.transport.c_str());
-    std::printf("# %10s  %12s  %12s\n", "size (B)", "latency (us)", "bw (GB/s)");
+    if (f.takeover_trials == 0) {
+      std::printf("# %10s  %12s  %12s\n", "size (B)", "latency (us)",
+                  "bw (GB/s)");
+    }
   }
-  absl::Status s = RunRank(**comm, f);
+  absl::Status s = Run(**comm, f);
   if (!s.ok()) {
     std::fprintf(stderr, "pingpong: rank %d: %s\n", (*comm)->rank(),
                  s.ToString().c_str());
@@ -168,7 +298,10 @@ int Main(int argc, char** argv) {
     BadFlag(absl::StrCat("unknown transport ", f.transport));
   }
   std::printf("# relay pingpong: 2 ranks, transport %s\n", f.transport.c_str());
-  std::printf("# %10s  %12s  %12s\n", "size (B)", "latency (us)", "bw (GB/s)");
+  if (f.takeover_trials == 0) {
+    std::printf("# %10s  %12s  %12s\n", "size (B)", "latency (us)",
+                "bw (GB/s)");
+  }
   auto store = std::make_shared<InMemoryStore>();
   absl::Status results[2];
   std::vector<std::thread> threads;
@@ -181,7 +314,7 @@ int Main(int argc, char** argv) {
       config.transport = f.transport;
       absl::StatusOr<std::unique_ptr<Communicator>> comm =
           CreateCommunicator(config);
-      results[r] = comm.ok() ? RunRank(**comm, f) : comm.status();
+      results[r] = comm.ok() ? Run(**comm, f) : comm.status();
     });
   }
   for (std::thread& t : threads) t.join();

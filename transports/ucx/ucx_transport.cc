@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -754,6 +755,11 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       return outstanding_.load(std::memory_order_relaxed) > 0 ||
              (exchange_ != nullptr && exchange_->pending());
     };
+    // How long a caller's last poll keeps this thread standing aside (see
+    // below), and when a caller last left operations outstanding without
+    // polling or sleeping (it went off to compute).
+    int64_t stand_aside_ns = kCallerPollingNs;
+    int64_t last_abandoned_ns = std::numeric_limits<int64_t>::min() / 2;
     for (;;) {
       if (busy()) {
         last_busy = Clock::now();
@@ -765,6 +771,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         });
         thread_idle_.store(false, std::memory_order_relaxed);
         last_busy = Clock::now();
+        stand_aside_ns = kCallerPollingNs;
       }
       {
         std::lock_guard<std::mutex> lock(idle_mu_);
@@ -772,23 +779,54 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       }
       // A caller is polling: let it drive the worker alone until it says
       // it stopped (StoppedPolling, when its Wait goes to sleep) or has not
-      // polled for kCallerPollingNs (it returned and does something else).
+      // polled for stand_aside_ns (it returned and does something else).
       // Waking up on a timer instead, every 100 us, cost a 1 MB ping-pong
       // a quarter of its time on 2 cores: each wake-up preempted a caller
       // that was busy moving data.
-      const int64_t now = NowNanos();
+      //
+      // Each check still wakes this thread, and where every core runs a
+      // polling caller the wake-up preempts one: checking every 1 ms, a
+      // 32 KB ping-pong over shm on 2 cores made 2,300-3,700 more context
+      // switches a second and took 0.2 us longer per message than with no
+      // thread (bench/results/2026-11-25-ucx-stand-aside.md). So while the
+      // caller is still polling at each check, the interval doubles up to
+      // kMostStandAsideNs (4 ms kept most of the gain, 8 ms a little more).
+      // The price is a later take-over, by up to that interval, when a
+      // caller stops polling with operations outstanding (it went off to
+      // compute). A program that does so is remembered for
+      // kAbandonMemoryNs and keeps the 1 ms interval, so it pays the late
+      // take-over once rather than at every overlap.
+      //
+      // The stamp is read before the clock: the other way round, a caller
+      // stamping in between looked a few ns in the future, outside the
+      // window (Within), and this thread took over from a polling caller.
       const int64_t last_poll =
           last_caller_poll_ns_.load(std::memory_order_relaxed);
-      if (Within(now - last_poll, kCallerPollingNs)) {
+      const int64_t now = NowNanos();
+      if (Within(now - last_poll, stand_aside_ns)) {
         std::unique_lock<std::mutex> lock(idle_mu_);
         stand_aside_cv_.wait_for(
-            lock, std::chrono::nanoseconds(last_poll + kCallerPollingNs - now),
+            lock, std::chrono::nanoseconds(last_poll + stand_aside_ns - now),
             [&] {
               return stop_ ||
                      last_caller_poll_ns_.load(std::memory_order_relaxed) == 0;
             });
+        lock.unlock();
+        const int64_t polled =
+            last_caller_poll_ns_.load(std::memory_order_relaxed);
+        const int64_t woke = NowNanos();
+        if (polled != 0 && Within(woke - polled, kCallerPollingNs) &&
+            !Within(woke - last_abandoned_ns, kAbandonMemoryNs)) {
+          stand_aside_ns = std::min(2 * stand_aside_ns, kMostStandAsideNs);
+        }
         continue;
       }
+      // Taking over. A caller that polled and then neither polled again nor
+      // went to sleep, with operations outstanding, left them behind.
+      if (last_poll != 0 && outstanding_.load(std::memory_order_relaxed) > 0) {
+        last_abandoned_ns = now;
+      }
+      stand_aside_ns = kCallerPollingNs;
       const bool exchanged = exchange_ != nullptr && exchange_->Progress();
       if (Poll(now) || exchanged) {
         idle_for = std::chrono::microseconds(1);
@@ -882,6 +920,10 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // that must be for the progress thread to stand aside.
   std::atomic<int64_t> last_caller_poll_ns_{0};
   static constexpr int64_t kCallerPollingNs = 1'000'000;
+  // The longest stand-aside interval (see ProgressLoop), and how long a
+  // caller that left operations behind keeps it at kCallerPollingNs.
+  static constexpr int64_t kMostStandAsideNs = 4'000'000;
+  static constexpr int64_t kAbandonMemoryNs = 1'000'000'000;
   // When the worker last did something (a completion or protocol work).
   std::atomic<int64_t> last_activity_ns_{0};
   static constexpr int64_t kBusyNs = 10'000'000;

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# File: bench/ab_pingpong.sh
+#
+# Compares builds (or settings) of bench/pingpong over UCX on one message
+# size, in alternating rounds, and prints each one's median half round
+# trip. The point-to-point counterpart of ab_latency.sh: on the 2-core
+# build VMs a 32 KB round trip swings 20% between minutes, so builds timed
+# minutes apart compare the host, not the code.
+#
+# Usage: bench/ab_pingpong.sh [--rounds R] [--bytes B] [--iters I]
+#                             [--switches] SPEC SPEC...
+#   SPEC            NAME=BIN[,VAR=VALUE...]: a pingpong build and the
+#                   environment to run it with (two processes under
+#                   tools/relayrun, UCX_TLS as set, else shm,self)
+#   --rounds R      alternating rounds (default 10)
+#   --bytes B       message size (default 32K)
+#   --iters I       round trips per run (default 40000; pingpong moves at
+#                   most about 1 GB per size)
+#   --switches      also count context switches per run (perf stat)
+#
+# Example (the progress thread's cost, 2026-11-25):
+#   bazel build -c opt //bench:pingpong
+#   bench/ab_pingpong.sh --switches thread=bazel-bin/bench/pingpong \
+#     nothread=bazel-bin/bench/pingpong,RELAY_UCX_PROGRESS_THREAD=0
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rounds=10 bytes=32K iters=40000 switches=0
+usage() { sed -n '/^# Usage:/,/^# Example/p' "$0" | sed 's/^# \{0,1\}//; $d'; }
+specs=()
+while (($#)); do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --bytes) bytes="$2"; shift 2 ;;
+    --iters) iters="$2"; shift 2 ;;
+    --switches) switches=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "ab_pingpong.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
+    *=*) specs+=("$1"); shift ;;
+    *) echo "ab_pingpong.sh: expected NAME=BIN[,VAR=VALUE...], got $1" >&2; exit 2 ;;
+  esac
+done
+((${#specs[@]} >= 1)) || { usage >&2; exit 2; }
+if ((switches)) && ! command -v perf >/dev/null; then
+  echo "ab_pingpong.sh: --switches needs perf (linux-perf)" >&2; exit 2
+fi
+for spec in "${specs[@]}"; do
+  bin="${spec#*=}"; bin="${bin%%,*}"
+  [[ -x "$bin" ]] || { echo "ab_pingpong.sh: $bin is not an executable" >&2; exit 2; }
+done
+export UCX_TLS="${UCX_TLS:-shm,self}"
+
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+for ((round = 1; round <= rounds; ++round)); do
+  for spec in "${specs[@]}"; do
+    name="${spec%%=*}" rest="${spec#*=}"
+    bin="${rest%%,*}" envs=()
+    [[ $rest == *,* ]] && IFS=',' read -r -a envs <<< "${rest#*,}"
+    run=(env "${envs[@]}" tools/relayrun -n 2 --no-prefix -- "$bin"
+         -b "$bytes" -e "$bytes" -n "$iters")
+    if ((switches)); then
+      out="$(perf stat -x, -e context-switches -- "${run[@]}" 2>&1)"
+    else
+      out="$("${run[@]}" 2>&1)"
+    fi
+    latency="$(awk '!/^#/ && NF == 3 {print $2}' <<< "$out")"
+    [[ -n $latency ]] || { echo "ab_pingpong.sh: $name failed:" >&2; echo "$out" >&2; exit 1; }
+    cs="$(awk -F, '/context-switches/ {print $1}' <<< "$out")"
+    echo "$name $latency ${cs:--}" >> "$results"
+  done
+  echo "round $round of $rounds done" >&2
+done
+echo "# $UCX_TLS, $bytes, $iters round trips a run, $rounds alternating rounds"
+python3 - "$results" <<'EOF'
+import collections, statistics, sys
+lat, cs, order = collections.defaultdict(list), collections.defaultdict(list), []
+for line in open(sys.argv[1]):
+    name, value, switches = line.split()
+    if name not in order:
+        order.append(name)
+    lat[name].append(float(value))
+    if switches != "-":
+        cs[name].append(int(switches))
+for name in order:
+    row = f"{name:>12}  median {statistics.median(lat[name]):6.2f} us  min {min(lat[name]):6.2f}"
+    if cs[name]:
+        row += f"  context switches (median) {statistics.median(cs[name]):7.0f}"
+    print(row + "  rounds: " + " ".join(f"{v:.2f}" for v in lat[name]))
+EOF
