@@ -108,7 +108,7 @@ absl::Status Wait(absl::StatusOr<Request> r) {
 // rendezvous over CMA pins every page a message touches, and an unaligned
 // 32 KB buffer spans 9 pages instead of 8, which cost relay about 0.2 us a
 // message against perftest's aligned ones
-// (bench/results/2026-11-25-ucx-stand-aside.md).
+// (bench/results/2026-11-25-ucx-stand-aside/).
 class PageBuffer {
  public:
   PageBuffer(size_t bytes, char fill) {
