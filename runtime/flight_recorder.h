@@ -14,6 +14,18 @@
 // Lifetime and ownership. Owned by its Communicator and shared with the
 // completion callbacks of operations in flight. Thread-safe.
 //
+// Cost. The ring is indexed by the collective's sequence number, which the
+// communicator hands out with an atomic increment already, so a record
+// needs no lock and no read-modify-write of its own: Queued and Done are
+// plain stores, published by a per-record sequence lock that Snapshot
+// reads (a spin lock taken twice per collective was a third of the atomic
+// read-modify-writes of an 8 B all_reduce; bench/atomics_per_call.py). A
+// failure's message, rare and not storable atomically, goes under a lock.
+// Sequence numbers must be unique per recorder (one per collective of one
+// communicator). A record can come out mixed only when more than the
+// ring's capacity of collectives are in flight at once, so that one
+// collective's completion and a later one's start write the same record.
+//
 // Example:
 //   FlightRecorder recorder(/*capacity=*/1024);
 //   uint64_t slot = recorder.Queued(args, algorithm_name);
@@ -23,6 +35,7 @@
 #ifndef RELAY_RUNTIME_FLIGHT_RECORDER_H_
 #define RELAY_RUNTIME_FLIGHT_RECORDER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -59,9 +72,9 @@ class FlightRecorder {
   // slot is a mask, not a 64-bit division (two a collective).
   explicit FlightRecorder(size_t capacity);
 
-  // Records a collective queued at `now`; returns its slot token for
-  // Done(). (The caller passes the time it read anyway: a clock read is a
-  // noticeable part of a small collective.)
+  // Records a collective queued at `now`; returns its token for Done()
+  // (its sequence number). (The caller passes the time it read anyway: a
+  // clock read is a noticeable part of a small collective.)
   uint64_t Queued(const CollectiveArgs& args, int size, absl::Time now) {
     return QueuedNanos(args, size, absl::ToUnixNanos(now));
   }
@@ -92,27 +105,44 @@ class FlightRecorder {
   std::string ToJson(int rank, int size, absl::string_view reason) const;
 
  private:
-  // An Entry as the ring holds it: times in nanoseconds since the epoch.
+  // An Entry as the ring holds it, times in nanoseconds since the epoch,
+  // each field an atomic so Snapshot may read while a rank writes: a
+  // writer makes `version` odd, stores the fields (release), and makes it
+  // even again; a reader keeps a copy only if it saw the same even version
+  // before and after. On x86 every one of these is a plain move.
   struct Record {
+    std::atomic<uint64_t> version{0};
+    std::atomic<uint64_t> sequence_plus_one{0};  // 0: never written.
+    std::atomic<uint64_t> count{0};
+    std::atomic<int64_t> queued_ns{0};
+    std::atomic<int64_t> finished_ns{0};  // Meaningful once not queued.
+    std::atomic<int32_t> root{-1};
+    std::atomic<int32_t> code{0};  // absl::StatusCode.
+    std::atomic<uint8_t> kind{0};
+    std::atomic<uint8_t> dtype{0};
+    std::atomic<uint8_t> algorithm{0};
+    std::atomic<uint8_t> state{0};
+  };
+  // A failed collective's message (its first 200 bytes), by ring slot, and
+  // the sequence number it belongs to (a later collective reusing the slot
+  // leaves it stale, and Snapshot ignores it then).
+  struct Message {
     uint64_t sequence = 0;
-    uint64_t count = 0;
-    int64_t queued_ns = 0;
-    int64_t finished_ns = 0;  // Meaningful once state is not kQueued.
-    int32_t root = -1;
-    CollectiveKind kind = CollectiveKind::kBarrier;
-    DataType dtype = DataType::kUint8;
-    Algorithm algorithm = Algorithm::kAuto;
-    State state = State::kQueued;
-    absl::StatusCode code = absl::StatusCode::kOk;
-    std::string message;
+    std::string text;
   };
 
-  // Taken twice per collective, by the calling rank and often by the thread
-  // that completes it: a spin lock (runtime/spin_lock.h).
-  mutable SpinLock mu_;
-  std::vector<Record> ring_;  // Guarded by mu_; its size is a power of two.
-  const uint64_t mask_;      // ring_.size() - 1.
-  uint64_t next_ = 0;        // Guarded by mu_: tokens handed out so far.
+  Record& RecordOf(uint64_t sequence) { return ring_[sequence & mask_]; }
+  // The version a writer starts from: even, so its last store leaves the
+  // record readable even if another writer raced it (more collectives in
+  // flight than the ring holds) and it read that one's odd value.
+  static uint64_t EvenVersion(const Record& r) {
+    return r.version.load(std::memory_order_relaxed) & ~uint64_t{1};
+  }
+
+  std::vector<Record> ring_;  // Its size is a power of two.
+  const uint64_t mask_;       // ring_.size() - 1.
+  mutable SpinLock messages_mu_;
+  std::vector<Message> messages_;  // Guarded by messages_mu_; ring_'s size.
 };
 
 absl::string_view FlightStateName(FlightRecorder::State state);

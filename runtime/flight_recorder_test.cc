@@ -1,8 +1,12 @@
 #include "runtime/flight_recorder.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace relay {
@@ -79,6 +83,81 @@ TEST(FlightRecorderTest, JsonNamesEveryField) {
         "\"message\": \"rank 1 \\\"lost\\\"\"", "\"finished\": \""}) {
     EXPECT_NE(json.find(want), std::string::npos) << want << " in " << json;
   }
+}
+
+// Records are written without a lock and read by Snapshot while a rank
+// writes: every entry a reader sees must be whole. Each collective's fields
+// are derived from its sequence number, so a record mixed from two writes
+// shows. Two writers, as when one thread starts collectives and another
+// completes them.
+TEST(FlightRecorderTest, SnapshotsDuringWritesSeeWholeRecords) {
+  constexpr uint64_t kCollectives = 20000;
+  FlightRecorder r(16);
+  auto args_of = [](uint64_t s) {
+    CollectiveArgs a = Args(s % 2 == 0 ? CollectiveKind::kAllReduce
+                                       : CollectiveKind::kBroadcast,
+                            s);
+    a.send.count = a.recv.count = 1 + s % 1000;
+    a.root = static_cast<int>(s % 4);
+    return a;
+  };
+  std::atomic<uint64_t> queued{0}, completed{0};
+  std::atomic<bool> done{false};
+  std::thread starter([&] {
+    for (uint64_t s = 0; s < kCollectives; ++s) {
+      // At most the ring's capacity in flight (the recorder's contract).
+      while (s >= completed.load(std::memory_order_acquire) + 16) {
+      }
+      r.QueuedNanos(args_of(s), 4, static_cast<int64_t>(s) * 10);
+      queued.store(s + 1, std::memory_order_release);
+    }
+  });
+  std::thread completer([&] {
+    for (uint64_t s = 0; s < kCollectives; ++s) {
+      while (queued.load(std::memory_order_acquire) <= s) {
+      }
+      r.DoneNanos(s, s % 7 == 0 ? absl::InternalError(absl::StrCat("bad ", s))
+                                : absl::OkStatus(),
+                  static_cast<int64_t>(s) * 10 + 5);
+      completed.store(s + 1, std::memory_order_release);
+    }
+    done.store(true);
+  });
+  int snapshots = 0;
+  bool whole = true;
+  while (!done.load() || snapshots == 0) {
+    for (const FlightRecorder::Entry& e : r.Snapshot()) {
+      const uint64_t s = e.sequence;
+      const CollectiveArgs want = args_of(s);
+      const bool fields_match =
+          e.kind == want.kind && e.count == want.send.count &&
+          e.root == (e.kind == CollectiveKind::kBroadcast ? want.root : -1) &&
+          e.queued == absl::FromUnixNanos(static_cast<int64_t>(s) * 10);
+      const bool outcome_matches =
+          e.state == FlightRecorder::State::kQueued ||
+          (e.finished == absl::FromUnixNanos(static_cast<int64_t>(s) * 10 + 5) &&
+           (s % 7 == 0) == (e.state == FlightRecorder::State::kFailed) &&
+           (e.state != FlightRecorder::State::kFailed ||
+            e.message == absl::StrCat("bad ", s)));
+      if (!fields_match || !outcome_matches) {
+        ADD_FAILURE() << "mixed record for sequence " << s << ": count "
+                      << e.count << ", root " << e.root << ", state "
+                      << FlightStateName(e.state);
+        whole = false;
+        break;
+      }
+    }
+    ++snapshots;
+    if (!whole) break;
+  }
+  starter.join();
+  completer.join();
+  const std::vector<FlightRecorder::Entry> last = r.Snapshot();
+  ASSERT_EQ(last.size(), 16u);
+  EXPECT_EQ(last.back().sequence, kCollectives - 1);
+  EXPECT_EQ(last.back().state, (kCollectives - 1) % 7 == 0
+                                   ? FlightRecorder::State::kFailed
+                                   : FlightRecorder::State::kCompleted);
 }
 
 }  // namespace
