@@ -20,9 +20,10 @@
 // (Request's Progress), and a progress thread drives it while requests are
 // outstanding, so transfers move while the caller computes. The thread
 // stands aside while a caller polls and takes over when the caller's Wait
-// goes to sleep (StoppedPolling). The worker is used under one lock;
-// completions run after it is released, so callbacks may post new
-// operations.
+// goes to sleep (StoppedPolling), or when the caller has not polled for
+// 1 ms (up to 4 ms after a long stretch of polling, see ProgressLoop).
+// The worker is used under one lock; completions run after it is
+// released, so callbacks may post new operations.
 //
 // Waiting (RELAY_UCX_WAIT). `poll`: callers and the thread poll, yielding
 // the core between polls: the lowest latency while every rank has a core.
