@@ -822,10 +822,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         continue;
       }
       // Taking over. A caller that polled and then neither polled again nor
-      // went to sleep, with operations outstanding, left them behind.
-      if (last_poll != 0 && outstanding_.load(std::memory_order_relaxed) > 0) {
-        last_abandoned_ns = now;
-      }
+      // went to sleep, with operations or exchanges outstanding, left them
+      // behind.
+      if (last_poll != 0 && busy()) last_abandoned_ns = now;
       stand_aside_ns = kCallerPollingNs;
       const bool exchanged = exchange_ != nullptr && exchange_->Progress();
       if (Poll(now) || exchanged) {
