@@ -53,6 +53,10 @@ constexpr char kUsage[] = R"(usage: nccl_collectives [flags]
                               broadcast, reduce, or all (default all_reduce)
   --dtype float32|bfloat16|float16|float64|int32   (default float32)
   --json FILE                 also write the rows as JSON
+  --event-per-call 0|1        1: record a CUDA event after every call, as a
+                              runtime that tracks each call's completion
+                              does (relay's nccl transport): what that
+                              alone costs (default 0)
 Size is nccl-tests' S: the whole array for all_gather and reduce_scatter,
 one GPU's buffer otherwise.
 )";
@@ -86,6 +90,7 @@ struct Flags {
   size_t min_bytes = 8, max_bytes = 64 << 20;
   double factor = 2;
   int iters = 20, warmup = 5, gpus = 0;
+  bool event_per_call = false;
   bool check = true;
   bool threads = false;
   std::vector<std::string> collectives = {"all_reduce"};
@@ -132,6 +137,8 @@ Flags ParseFlags(int argc, char** argv) {
       }
     } else if (flag == "--json") {
       f.json = p.value();
+    } else if (flag == "--event-per-call") {
+      f.event_per_call = p.Int(0) != 0;
     } else {
       p.Unknown();
     }
@@ -149,6 +156,9 @@ struct Gpu {
   cudaStream_t stream = nullptr;
   char* send = nullptr;
   char* recv = nullptr;
+  // --event-per-call: recorded in turn, one per call.
+  std::vector<cudaEvent_t> events;
+  size_t next_event = 0;
 };
 
 bool WholeArray(const std::string& c) {
@@ -176,6 +186,10 @@ void IssueOne(const std::string& c, Gpu& g, int r, size_t count, bool in_place,
   } else {  // reduce_scatter
     if (in_place) recv = send + r * count * f.esize;
     CHECK_NCCL(ncclReduceScatter(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
+  }
+  if (!g.events.empty()) {
+    CHECK_CUDA(cudaEventRecord(g.events[g.next_event++ % g.events.size()],
+                               g.stream));
   }
 }
 
@@ -340,6 +354,12 @@ int Main(int argc, char** argv) {
     g.comm = comms[r];
     CHECK_CUDA(cudaSetDevice(g.device));
     CHECK_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    if (f.event_per_call) {
+      g.events.resize(64);
+      for (cudaEvent_t& e : g.events) {
+        CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      }
+    }
     // all_gather's recv and reduce_scatter's send hold the whole array.
     CHECK_CUDA(cudaMalloc(&g.send, max_elems * f.esize));
     CHECK_CUDA(cudaMalloc(&g.recv, max_elems * f.esize));
@@ -416,6 +436,7 @@ int Main(int argc, char** argv) {
     cudaSetDevice(g.device);
     cudaFree(g.send);
     cudaFree(g.recv);
+    for (cudaEvent_t e : g.events) cudaEventDestroy(e);
     cudaStreamDestroy(g.stream);
     ncclCommDestroy(g.comm);
   }

@@ -31,6 +31,15 @@ constexpr std::chrono::microseconds kWatchdogPeriod = std::chrono::milliseconds(
 // Its shortest sleep between looks while requests are pending (see
 // WatchdogLoop).
 constexpr std::chrono::microseconds kWatchdogMinPause(50);
+// The most pending requests the watchdog probes per look (their oldest
+// first). It used to copy every pending request's event, and scan every
+// one for its deadline, under the lock each enqueue takes too: O(queue)
+// per look, every 50 us, with thousands queued when a loop issues faster
+// than the GPU runs. Requests finish in queue order, so the next look
+// takes the next batch. (On one H100 this did not move the 8 B loop
+// measurably: the host's CUDA calls dominate there,
+// bench/results/2026-11-25-nccl-host-path-h100.)
+constexpr size_t kWatchdogProbeBatch = 256;
 // How long Abort waits for a thread inside an NCCL enqueue call before
 // aborting under it (that call may be blocked on a peer that is gone, and
 // ncclCommAbort is what unblocks it).
@@ -146,6 +155,11 @@ struct Core {
   std::condition_variable watch_cv;
   std::deque<std::shared_ptr<NcclRequest>> pending;  // Guarded by watch_mu.
   bool stopping = false;                              // Guarded by watch_mu.
+  // Guarded by watch_mu: no pending request's deadline is earlier (some
+  // may be later: requests that finished leave it until the next scan), so
+  // the watchdog scans the queue for an expired request only once `now`
+  // passes it, not on every look.
+  absl::Time earliest_deadline = absl::InfiniteFuture();
   // Guarded by watch_mu: the watchdog sleeps with nothing pending, and the
   // next Watch must wake it (only then: a wake-up is a system call, and one
   // per operation cost the enqueueing thread more than any CUDA call).
@@ -229,6 +243,7 @@ void Core::Watch(std::shared_ptr<NcclRequest> request) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(watch_mu);
+    earliest_deadline = std::min(earliest_deadline, request->deadline());
     pending.push_back(std::move(request));
     wake = std::exchange(watchdog_idle, false);
   }
@@ -271,6 +286,7 @@ void Core::WatchdogLoop() {
     {
       std::unique_lock<std::mutex> lock(watch_mu);
       if (pending.empty()) {
+        earliest_deadline = absl::InfiniteFuture();
         watchdog_idle = true;
         watch_cv.wait_for(lock, kWatchdogPeriod,
                           [&] { return stopping || !pending.empty(); });
@@ -288,8 +304,9 @@ void Core::WatchdogLoop() {
       // next operation needs too: profiled on an H100, the watchdog took a
       // third as much CPU as the enqueueing thread.)
       probe_events.clear();
-      for (const std::shared_ptr<NcclRequest>& r : pending) {
-        probe_events.push_back(r->event());
+      const size_t probed = std::min(pending.size(), kWatchdogProbeBatch);
+      for (size_t i = 0; i < probed; ++i) {
+        probe_events.push_back(pending[i]->event());
       }
       lock.unlock();
       // Only Abort removes requests other than this thread, and it sets
@@ -335,10 +352,15 @@ void Core::WatchdogLoop() {
                            : std::min<std::chrono::microseconds>(
                                  2 * pause, kWatchdogPeriod);
       const absl::Time now = FastNow();
-      for (const std::shared_ptr<NcclRequest>& r : pending) {
-        if (!r->done() && now > r->deadline()) {
-          expired = r;
-          break;
+      if (now > earliest_deadline) {
+        earliest_deadline = absl::InfiniteFuture();
+        for (const std::shared_ptr<NcclRequest>& r : pending) {
+          if (r->done()) continue;
+          if (now > r->deadline()) {
+            expired = r;
+            break;
+          }
+          earliest_deadline = std::min(earliest_deadline, r->deadline());
         }
       }
     }
@@ -499,10 +521,15 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       // capture) takes the event, and then the queries are a cost on top:
       // a trade that favours latency-bound loops over calls made right
       // after compute (bench/results/2026-11-23-nccl-transport-1gpu-h100).
+      // The legacy stream is never captured (CUDA refuses to), so it skips
+      // that query: each is a driver call, and on an H100 the query and
+      // the pointer checks were most of this transport's time above raw
+      // NCCL's (bench/results/2026-11-25-nccl-host-path-h100).
       cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
       const bool idle =
-          cudaStreamIsCapturing(caller, &capture) == cudaSuccess &&
-          capture == cudaStreamCaptureStatusNone &&
+          (caller == cudaStreamLegacy ||
+           (cudaStreamIsCapturing(caller, &capture) == cudaSuccess &&
+            capture == cudaStreamCaptureStatusNone)) &&
           cudaStreamQuery(caller) == cudaSuccess;
       if (!idle) {
         queued = CudaStatus(cudaEventRecord(c.ready, caller),
