@@ -244,6 +244,9 @@ absl::Status RunTakeover(Communicator& comm, const Flags& f) {
            absl::Now() < give_up) {
     }
     RELAY_RETURN_IF_ERROR(Wait(*std::move(r)));
+    // Past the 2 s, Wait finished it; its OnDone may still be running.
+    while (!outcome->done.load(std::memory_order_acquire)) {
+    }
     RELAY_RETURN_IF_ERROR(outcome->status);
     double mine_us = absl::ToDoubleMicroseconds(outcome->at - posted);
     if (me == 1) {
