@@ -27,11 +27,11 @@
 // collective's completion and a later one's start write the same record.
 //
 // Example:
-//   FlightRecorder recorder(/*capacity=*/1024);
-//   uint64_t slot = recorder.Queued(args, algorithm_name);
+//   auto recorder = std::make_shared<FlightRecorder>(/*capacity=*/1024);
+//   uint64_t token = recorder->Queued(args, size);  // args.sequence set
 //   request.state()->OnCompleting(
-//       [r = recorder_ptr, slot](absl::Status s) { r->Done(slot, s); });
-//   std::string json = recorder.ToJson(rank, size);
+//       [recorder, token](absl::Status s) { recorder->Done(token, s); });
+//   std::string json = recorder->ToJson(rank, size, "timeout");
 #ifndef RELAY_RUNTIME_FLIGHT_RECORDER_H_
 #define RELAY_RUNTIME_FLIGHT_RECORDER_H_
 

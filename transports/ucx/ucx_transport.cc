@@ -786,9 +786,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       //
       // Each check still wakes this thread, and where every core runs a
       // polling caller the wake-up preempts one: checking every 1 ms, a
-      // 32 KB ping-pong over shm on 2 cores made 2,300-3,700 more context
-      // switches a second and took 0.2 us longer per message than with no
-      // thread (bench/results/2026-11-25-ucx-stand-aside/). So while the
+      // 32 KB ping-pong over shm on 2 cores made 1,734 context switches a
+      // run against 310 with no thread, and took 0.1 us longer per message
+      // (bench/results/2026-11-25-ucx-stand-aside/). So while the
       // caller is still polling at each check, the interval doubles up to
       // kMostStandAsideNs (4 ms kept most of the gain, 8 ms a little more).
       // The price is a later take-over, by up to that interval, when a
