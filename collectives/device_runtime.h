@@ -28,7 +28,8 @@ int StreamWaitEvent(void* stream, void* event);
 // (cudaErrorNotReady) while it has not.
 int QueryEvent(void* event);
 int SynchronizeEvent(void* event);
-// Stream-ordered allocation from the device's default memory pool.
+// Stream-ordered allocation from relay's own pool on the current device,
+// which keeps its memory between calls (see device_runtime.cu).
 int AllocateAsync(void** ptr, size_t bytes, void* stream);
 int FreeAsync(void* ptr, void* stream);
 int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);

@@ -249,7 +249,11 @@ absl::StatusOr<Request> ScheduleEngine::Start(
         CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
         "' does not implement it"));
   }
-  const bool on_device = OnDevice(args);
+  // A transport that moves device memory only (NCCL) runs even a call with
+  // no buffers (a barrier) as device work: the host executor posts a step's
+  // receive and send as two operations, and two NCCL launches that each
+  // wait for the peer's other one deadlock (NCCL matches by posting order).
+  const bool on_device = OnDevice(args) || !caps.host_memory;
   if (on_device) {
     if (!caps.stream_ordered || algorithm == Algorithm::kDirect ||
         algorithm == Algorithm::kShm) {

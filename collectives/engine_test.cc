@@ -100,5 +100,66 @@ TEST(CachedScheduleTest, LargeSchedulesAreNotKept) {
   EXPECT_NE(CachedSchedule(CollectiveKind::kAllReduce, Algorithm::kRing, p), a);
 }
 
+// A transport that moves device memory only, as NCCL's does: it matches
+// messages by posting order, so a step's receive and send must go out as one
+// batch. It records which path the engine took.
+class DeviceOnlyTransport final : public Transport {
+ public:
+  absl::string_view name() const override { return "device_only"; }
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps;
+    caps.host_memory = false;
+    caps.device_memory = true;
+    caps.matches_tags = false;
+    caps.stream_ordered = true;
+    return caps;
+  }
+  absl::StatusOr<Request> Isend(int, Tag, ConstBuffer, absl::Time) override {
+    ++single_posts;
+    return Request::Completed();
+  }
+  absl::StatusOr<Request> Irecv(int, Tag, Buffer, absl::Time) override {
+    ++single_posts;
+    return Request::Completed();
+  }
+  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp>, void*,
+                                    absl::Time) override {
+    ++batches;
+    return Request::Completed();
+  }
+  void Abort(absl::Status) override {}
+
+  int single_posts = 0;
+  int batches = 0;
+};
+
+// A barrier has no buffers, so nothing in the call says "device"; on a
+// device-only transport it must still run as device work (the stream
+// executor, one batch per step). The host executor posted its receive and
+// send separately, and over NCCL the two launches of each rank waited on
+// each other for ever (the dissemination barrier case of the conformance
+// suite on 2 and 4 H100s, 2026-11-26).
+TEST(EngineDeviceOnlyTest, ABarrierNeverPostsSingleMessages) {
+  auto transport = std::make_shared<DeviceOnlyTransport>();
+  ScheduleEngine engine;
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kBarrier;
+  args.algorithm = Algorithm::kDissemination;
+  absl::StatusOr<Request> r =
+      engine.Start(transport, transport->capabilities(), args);
+  EXPECT_EQ(transport->single_posts, 0);
+  if (r.ok()) {
+    // A GPU is present: the stream executor ran it, in batches.
+    EXPECT_TRUE(r->Wait().ok());
+    EXPECT_GT(transport->batches, 0);
+  } else {
+    // No GPU: refused as device work, before anything was posted.
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+        << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace relay

@@ -29,15 +29,24 @@ targets=(
   //testing:conformance_rank
   //transports/nccl:nccl_transport_test
 )
-bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2
+# bench/collectives again with the NCCL transport's diagnostic switches
+# (RELAY_NCCL_DIAG_*, see nccl_latency.sh): only that file is compiled
+# again.
+bazel build --define=relay_ucx=off --define=relay_static_deps=on \
+  --per_file_copt=transports/nccl/nccl_transport.cc@-DRELAY_NCCL_DIAG \
+  //bench:collectives >&2
 mkdir -p "$out"
+cp -f bazel-bin/bench/collectives "$out/collectives_diag"
+chmod u+w "$out/collectives_diag"
+bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2
 for t in "${targets[@]}"; do
   path="bazel-bin/$(sed 's|^//||; s|:|/|' <<<"$t")"
   cp -f "$path" "$out/"
   chmod u+w "$out/$(basename "$path")"
 done
 cp -f tools/relayrun bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
-  bench/gpu/compare_nccl.py bench/plot_busbw.py bench/report_rows.py \
+  bench/gpu/compare_nccl.py bench/gpu/nccl_latency.sh bench/gpu/nccl_latency.py \
+  bench/gpu/ring_over_nccl.sh bench/plot_busbw.py bench/report_rows.py \
   bench/gpu/torch_vs_nccl.sh bench/torch_allreduce.py examples/ddp_train.py \
   embed/torch/backend_cuda_test.py "$out/"
 # The torch extension is compiled on the GPU host against its torch.

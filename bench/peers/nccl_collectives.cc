@@ -50,7 +50,13 @@ constexpr char kUsage[] = R"(usage: nccl_collectives [flags]
                               threads does the same); 0: one thread, group
                               calls, like nccl-tests -g (default 0)
   --collective NAME           all_reduce, all_gather, reduce_scatter,
-                              broadcast, reduce, or all (default all_reduce)
+                              broadcast, reduce, sendrecv, or all (default
+                              all_reduce). sendrecv is nccl-tests' ring
+                              exchange: each GPU sends its buffer to the
+                              next and receives the previous one's, in one
+                              NCCL group (the point-to-point ceiling of
+                              relay's own algorithms over NCCL); it has no
+                              in-place form, so both columns time it
   --dtype float32|bfloat16|float16|float64|int32   (default float32)
   --json FILE                 also write the rows as JSON
   --event-per-call 0|1        1: record a CUDA event after every call, as a
@@ -114,8 +120,9 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (flag == "-t") {
       f.threads = p.Int(0) != 0;
     } else if (flag == "--collective") {
-      const std::string& v = p.OneOf({"all", "all_reduce", "all_gather",
-                                      "reduce_scatter", "broadcast", "reduce"});
+      const std::string& v =
+          p.OneOf({"all", "all_reduce", "all_gather", "reduce_scatter",
+                   "broadcast", "reduce", "sendrecv"});
       f.collectives = v == "all"
                           ? std::vector<std::string>{"all_reduce", "all_gather",
                                                      "reduce_scatter",
@@ -152,6 +159,7 @@ Flags ParseFlags(int argc, char** argv) {
 
 struct Gpu {
   int device = 0;
+  int nranks = 1;
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   char* send = nullptr;
@@ -183,6 +191,12 @@ void IssueOne(const std::string& c, Gpu& g, int r, size_t count, bool in_place,
     // count: per-GPU elements; in place, this GPU's block of recv.
     if (in_place) send = recv + r * count * f.esize;
     CHECK_NCCL(ncclAllGather(send, recv, count, f.dtype, g.comm, g.stream));
+  } else if (c == "sendrecv") {
+    const int n = g.nranks;
+    CHECK_NCCL(ncclGroupStart());
+    CHECK_NCCL(ncclSend(send, count, f.dtype, (r + 1) % n, g.comm, g.stream));
+    CHECK_NCCL(ncclRecv(recv, count, f.dtype, (r + n - 1) % n, g.comm, g.stream));
+    CHECK_NCCL(ncclGroupEnd());
   } else {  // reduce_scatter
     if (in_place) recv = send + r * count * f.esize;
     CHECK_NCCL(ncclReduceScatter(send, recv, count, f.dtype, ncclSum, g.comm, g.stream));
@@ -323,6 +337,8 @@ int64_t CheckRow(const std::string& c, std::vector<Gpu>& gpus, size_t count,
         want = InputValue(0, i);
       } else if (c == "all_gather") {
         want = InputValue(static_cast<int>(i / count), i % count);
+      } else if (c == "sendrecv") {
+        want = InputValue((r + n - 1) % n, i);
       } else {
         const size_t gi = r * count + i;  // Element of the whole vector.
         want = total * static_cast<float>(gi % 13 + 1);
@@ -352,6 +368,7 @@ int Main(int argc, char** argv) {
   for (int r = 0; r < n; ++r) {
     Gpu& g = gpus[r];
     g.comm = comms[r];
+    g.nranks = n;
     CHECK_CUDA(cudaSetDevice(g.device));
     CHECK_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
     if (f.event_per_call) {

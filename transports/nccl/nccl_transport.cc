@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -44,6 +45,30 @@ constexpr size_t kWatchdogProbeBatch = 256;
 // aborting under it (that call may be blocked on a peer that is gone, and
 // ncclCommAbort is what unblocks it).
 constexpr auto kAbortGrace = std::chrono::milliseconds(200);
+
+#ifdef RELAY_NCCL_DIAG
+// Diagnostic switches, compiled in only with -DRELAY_NCCL_DIAG (bench/gpu/
+// build.sh builds collectives_diag, a second bench/collectives, with them):
+// they take parts of the per-call path out to measure what each costs
+// (bench/gpu/nccl_latency.sh). Never in a normal build: some are unsafe.
+//   RELAY_NCCL_DIAG_ORDER=2  run on the caller's stream itself, as bare
+//                            NCCL is called (no event, no wait)
+//   RELAY_NCCL_DIAG_NOPTR=1  skip the pointer checks in CheckMemory
+//                            (cached verdicts included)
+struct DiagSwitches {
+  int order = 0;
+  bool no_pointer_check = false;
+};
+const DiagSwitches& Diag() {
+  static const DiagSwitches d = [] {
+    DiagSwitches s;
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_ORDER")) s.order = std::atoi(v);
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_NOPTR")) s.no_pointer_check = *v == '1';
+    return s;
+  }();
+  return d;
+}
+#endif
 
 absl::StatusOr<ncclDataType_t> NcclType(DataType t) {
   switch (t) {
@@ -128,6 +153,35 @@ class DeviceGuard {
   int previous_ = -1;
 };
 
+// Addresses CheckMemory found to be memory of this rank's GPU, so a buffer
+// used again (a training loop's gradients, the stream executor's scratch
+// from its pool) is not asked about again. cudaPointerGetAttributes was
+// 2-3 us of each small collective on 2 H100s with ranks as threads
+// (bench/results/2026-11-26-nccl-latency-h100), against a budget of 1 us
+// for all that relay adds to a call. NCCL itself checks no pointers unless NCCL_CHECK_POINTERS=1.
+// The cost: an address freed and then reused for another GPU's or pinned
+// host memory passes unchecked, as it would in bare NCCL. Direct-mapped,
+// lock-free: an entry is 0 or an address that was checked.
+class CheckedPointers {
+ public:
+  bool Contains(const void* p) const {
+    return slots_[Slot(p)].load(std::memory_order_relaxed) == Key(p);
+  }
+  void Add(const void* p) {
+    slots_[Slot(p)].store(Key(p), std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr size_t kSlots = 256;
+  static uintptr_t Key(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+  // Device buffers are at least 256-byte aligned; mix in the higher bits.
+  static size_t Slot(const void* p) {
+    const uintptr_t k = Key(p);
+    return ((k >> 8) ^ (k >> 20) ^ (k >> 32)) % kSlots;
+  }
+  std::atomic<uintptr_t> slots_[kSlots] = {};
+};
+
 // What a transport shares with its requests and its watchdog.
 struct Core {
   int rank = 0;
@@ -141,6 +195,7 @@ struct Core {
   // state at cudaStreamWaitEvent, so it may be recorded again at once.
   cudaEvent_t ready = nullptr;
   EventPool events;
+  CheckedPointers checked_pointers;
 
   // NCCL communicators are not thread-safe: one enqueue at a time. Timed, so
   // Abort can give up on a caller stuck inside NCCL (kAbortGrace).
@@ -441,13 +496,16 @@ class NcclTransport final : public Transport {
  private:
   absl::Status CheckMemory(const ConstBuffer& b,
                            absl::string_view what) const override;
-  // Queues `enqueue` (NCCL calls on core_->stream) after the work on
-  // `user_stream`, and returns the request of what it queued.
+  // The driver's verdict on one address (cudaPointerGetAttributes).
+  absl::Status CheckPointer(const void* data, absl::string_view what) const;
+  // Queues `enqueue(stream)` (NCCL calls on `stream`, the transport's) after
+  // the work on `user_stream`, and returns the request of what it queued.
   template <typename Enqueue>
   absl::StatusOr<Request> Launch(void* user_stream, absl::Time deadline,
                                  const char* what, uint64_t sequence,
                                  Enqueue&& enqueue);
-  absl::Status EnqueueCollective(const CollectiveArgs& args);
+  absl::Status EnqueueCollective(const CollectiveArgs& args,
+                                 cudaStream_t stream);
 
   std::shared_ptr<Core> core_;
   std::thread watchdog_;
@@ -461,22 +519,33 @@ absl::Status NcclTransport::CheckMemory(const ConstBuffer& b,
         "nccl: ", what, " is declared on ", b.device.ToString(),
         ", but this rank's communicator runs on cuda:", core_->device));
   }
+#ifdef RELAY_NCCL_DIAG
+  if (Diag().no_pointer_check) return absl::OkStatus();
+#endif
+  if (core_->checked_pointers.Contains(b.data)) return absl::OkStatus();
+  RELAY_RETURN_IF_ERROR(CheckPointer(b.data, what));
+  core_->checked_pointers.Add(b.data);
+  return absl::OkStatus();
+}
+
+absl::Status NcclTransport::CheckPointer(const void* data,
+                                         absl::string_view what) const {
   cudaPointerAttributes attr;
-  const cudaError_t e = cudaPointerGetAttributes(&attr, b.data);
+  const cudaError_t e = cudaPointerGetAttributes(&attr, data);
   if (e != cudaSuccess) {
     cudaGetLastError();  // Clear the sticky-free error state.
     return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " (", absl::StrFormat("%p", b.data), ") is not memory CUDA knows: ",
+        "nccl: ", what, " (", absl::StrFormat("%p", data), ") is not memory CUDA knows: ",
         cudaGetErrorString(e)));
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " (", absl::StrFormat("%p", b.data), ") is declared as ", b.device.ToString(),
+        "nccl: ", what, " (", absl::StrFormat("%p", data), ") is declared as ", Device::Cuda(core_->device).ToString(),
         " but is host memory"));
   }
   if (attr.device != core_->device) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " (", absl::StrFormat("%p", b.data), ") lives on cuda:", attr.device,
+        "nccl: ", what, " (", absl::StrFormat("%p", data), ") lives on cuda:", attr.device,
         ", but this rank's communicator runs on cuda:", core_->device));
   }
   return absl::OkStatus();
@@ -513,35 +582,26 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       cudaStream_t caller = user_stream == nullptr
                                 ? cudaStreamLegacy
                                 : static_cast<cudaStream_t>(user_stream);
-      // Nothing left to run on the caller's stream (a loop of collectives
-      // with no kernels between them): already ordered, so no event and no
-      // wait (0.6-2 us per operation with the GPU included, against 0.47 us
-      // of host time for the two queries). Anything else (work pending, a
-      // stream being captured into a graph, where a query would break the
-      // capture) takes the event, and then the queries are a cost on top:
-      // a trade that favours latency-bound loops over calls made right
-      // after compute (bench/results/2026-11-23-nccl-transport-1gpu-h100).
-      // The legacy stream is never captured (CUDA refuses to), so it skips
-      // that query: each is a driver call, and on an H100 the query and
-      // the pointer checks were most of this transport's time above raw
-      // NCCL's (bench/results/2026-11-25-nccl-host-path-h100).
-      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;
-      const bool idle =
-          (caller == cudaStreamLegacy ||
-           (cudaStreamIsCapturing(caller, &capture) == cudaSuccess &&
-            capture == cudaStreamCaptureStatusNone)) &&
-          cudaStreamQuery(caller) == cudaSuccess;
-      if (!idle) {
+      // Always an event and a wait, even when the caller's stream has
+      // nothing left to run. Asking first (cudaStreamIsCapturing and
+      // cudaStreamQuery, then no event when idle) cost more than it saved:
+      // on 2 H100s, 2-3 us a call against the event's 0.4 us
+      // (bench/results/2026-11-26-nccl-latency-h100).
+      cudaStream_t stream = c.stream;
+#ifdef RELAY_NCCL_DIAG
+      if (Diag().order == 2) stream = caller;
+#endif
+      if (stream != caller) {
         queued = CudaStatus(cudaEventRecord(c.ready, caller),
                             "cudaEventRecord (caller's stream)");
         if (queued.ok()) {
-          queued = CudaStatus(cudaStreamWaitEvent(c.stream, c.ready, 0),
+          queued = CudaStatus(cudaStreamWaitEvent(stream, c.ready, 0),
                               "cudaStreamWaitEvent");
         }
       }
-      if (queued.ok()) queued = enqueue();
+      if (queued.ok()) queued = enqueue(stream);
       if (queued.ok()) {
-        queued = CudaStatus(cudaEventRecord(done, c.stream), "cudaEventRecord");
+        queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
     }
   }
@@ -574,7 +634,7 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                          ? (ops[0].kind == PeerOp::Kind::kSend ? "send" : "recv")
                          : "batched send/recv";
   return Launch(cuda_stream, deadline, what, NcclRequest::kNoSequence,
-                [&]() -> absl::Status {
+                [&](cudaStream_t stream) -> absl::Status {
                   Core& c = *core_;
                   RELAY_RETURN_IF_ERROR(
                       NcclStatus(ncclGroupStart(), "ncclGroupStart", c.comm));
@@ -589,9 +649,9 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                     const ncclResult_t r =
                         op.kind == PeerOp::Kind::kSend
                             ? ncclSend(data, bytes, ncclUint8, op.peer, c.comm,
-                                       c.stream)
+                                       stream)
                             : ncclRecv(data, bytes, ncclUint8, op.peer, c.comm,
-                                       c.stream);
+                                       stream);
                     if (s.ok()) {
                       s = NcclStatus(r, op.kind == PeerOp::Kind::kSend
                                             ? "ncclSend" : "ncclRecv", c.comm);
@@ -604,7 +664,8 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                 });
 }
 
-absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
+absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
+                                              cudaStream_t stream) {
   Core& c = *core_;
   const DataType dtype =
       args.send.count > 0 ? args.send.dtype : args.recv.dtype;
@@ -629,26 +690,26 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
     case CollectiveKind::kAllReduce:
       return NcclStatus(ncclAllReduce(args.send.data, args.recv.data,
                                       args.recv.count, type, op, c.comm,
-                                      c.stream),
+                                      stream),
                         "ncclAllReduce", c.comm);
     case CollectiveKind::kBroadcast:
       return NcclStatus(ncclBroadcast(args.send.data, args.recv.data,
                                       args.recv.count, type, args.root, c.comm,
-                                      c.stream),
+                                      stream),
                         "ncclBroadcast", c.comm);
     case CollectiveKind::kReduce:
       return NcclStatus(ncclReduce(args.send.data, args.recv.data,
                                    args.send.count, type, op, args.root, c.comm,
-                                   c.stream),
+                                   stream),
                         "ncclReduce", c.comm);
     case CollectiveKind::kAllGather:
       return NcclStatus(ncclAllGather(args.send.data, args.recv.data,
-                                      args.send.count, type, c.comm, c.stream),
+                                      args.send.count, type, c.comm, stream),
                         "ncclAllGather", c.comm);
     case CollectiveKind::kReduceScatter:
       return NcclStatus(ncclReduceScatter(args.send.data, args.recv.data,
                                           args.recv.count, type, op, c.comm,
-                                          c.stream),
+                                          stream),
                         "ncclReduceScatter", c.comm);
     case CollectiveKind::kAllToAll: {
       const size_t block = args.send.count / n;
@@ -657,11 +718,11 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
         for (int j = 0; j < n; ++j) {
           first(&s, NcclStatus(ncclSend(static_cast<const char*>(args.send.data) +
                                             j * block * esize,
-                                        block, type, j, c.comm, c.stream),
+                                        block, type, j, c.comm, stream),
                                "ncclSend", c.comm));
           first(&s, NcclStatus(ncclRecv(static_cast<char*>(args.recv.data) +
                                             j * block * esize,
-                                        block, type, j, c.comm, c.stream),
+                                        block, type, j, c.comm, stream),
                                "ncclRecv", c.comm));
         }
         return s;
@@ -673,19 +734,19 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
         absl::Status s;
         if (c.rank != args.root) {
           return NcclStatus(ncclSend(args.send.data, block, type, args.root,
-                                     c.comm, c.stream),
+                                     c.comm, stream),
                             "ncclSend", c.comm);
         }
         for (int j = 0; j < n; ++j) {
           char* slot = static_cast<char*>(args.recv.data) + j * block * esize;
           if (j != c.rank) {
-            first(&s, NcclStatus(ncclRecv(slot, block, type, j, c.comm, c.stream),
+            first(&s, NcclStatus(ncclRecv(slot, block, type, j, c.comm, stream),
                                  "ncclRecv", c.comm));
           } else if (slot != args.send.data && block > 0) {
             first(&s, CudaStatus(cudaMemcpyAsync(slot, args.send.data,
                                                  block * esize,
                                                  cudaMemcpyDeviceToDevice,
-                                                 c.stream),
+                                                 stream),
                                  "cudaMemcpyAsync"));
           }
         }
@@ -698,20 +759,20 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
         absl::Status s;
         if (c.rank != args.root) {
           return NcclStatus(ncclRecv(args.recv.data, block, type, args.root,
-                                     c.comm, c.stream),
+                                     c.comm, stream),
                             "ncclRecv", c.comm);
         }
         for (int j = 0; j < n; ++j) {
           const char* slot =
               static_cast<const char*>(args.send.data) + j * block * esize;
           if (j != c.rank) {
-            first(&s, NcclStatus(ncclSend(slot, block, type, j, c.comm, c.stream),
+            first(&s, NcclStatus(ncclSend(slot, block, type, j, c.comm, stream),
                                  "ncclSend", c.comm));
           } else if (slot != args.recv.data && block > 0) {
             first(&s, CudaStatus(cudaMemcpyAsync(args.recv.data, slot,
                                                  block * esize,
                                                  cudaMemcpyDeviceToDevice,
-                                                 c.stream),
+                                                 stream),
                                  "cudaMemcpyAsync"));
           }
         }
@@ -720,7 +781,7 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args) {
     }
     case CollectiveKind::kBarrier:
       return NcclStatus(ncclAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
-                                      ncclInt32, ncclSum, c.comm, c.stream),
+                                      ncclInt32, ncclSum, c.comm, stream),
                         "ncclAllReduce (barrier)", c.comm);
   }
   return absl::InvalidArgumentError("nccl: unknown collective kind");
@@ -730,7 +791,9 @@ absl::StatusOr<Request> NcclTransport::Collective(const CollectiveArgs& args) {
   // The communicator checked the buffers (CheckMemory) before calling.
   const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
   return Launch(args.stream, args.deadline, what, args.sequence,
-                [&] { return EnqueueCollective(args); });
+                [&](cudaStream_t stream) {
+                  return EnqueueCollective(args, stream);
+                });
 }
 
 int VisibleDevices() {

@@ -18,8 +18,7 @@
 //     NCCL itself).
 //   * Stream order: an operation waits, on the GPU, for the work queued on
 //     the caller's stream (CollectiveOptions::stream) before it runs on the
-//     transport's own stream (an event recorded there, waited on here, or
-//     nothing when that stream has no work left: a query is cheaper); its
+//     transport's own stream (an event recorded there and waited on here); its
 //     request completes when the GPU work has finished. A null stream means
 //     the legacy default stream. The transport's stream is non-blocking, so
 //     ordering runs one way only: later work on the caller's stream does
@@ -35,7 +34,10 @@
 //     so a peer that stops participating is an error, not a hang.
 //   * Input checks before anything is queued: host memory, memory of another
 //     GPU, or a buffer declared as device memory that CUDA does not know are
-//     InvalidArgument.
+//     InvalidArgument. An address that passed is remembered and not asked
+//     about again (the driver's answer cost more than the rest of a small
+//     call), so an address freed and reused for other memory passes
+//     unchecked, as in bare NCCL.
 //
 // Not viable (IsViable false) where relay was built without NCCL or no GPU
 // is visible. Communicator::Split builds the sub-communicator from a fresh

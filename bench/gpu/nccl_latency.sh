@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# File: bench/gpu/nccl_latency.sh
+#
+# The time relay's NCCL transport adds to small collectives (issue 4's
+# "added latency <= 1 us at 8 B - 64 KB"), on a GPU host, from the folder
+# bench/gpu/build.sh filled. Raw NCCL (bench/peers/nccl_collectives, one
+# thread per GPU, each on its own stream) and each relay variant run the
+# same sweep in turn, ROUNDS times, with ITERS calls queued per size; then
+# nccl_latency.py prints, per size, the median over rounds of each side and
+# of the per-round differences (relay's round k minus raw's round k).
+# compare_nccl.sh's 20 calls a size are too few for microseconds.
+#
+# Usage: nccl_latency.sh OUT_DIR [ROUNDS] [COLLECTIVES]
+#   defaults: 5, "all_reduce all_gather reduce_scatter"
+# Environment:
+#   MAX_SIZE  last size of the sweep (default 64K; the first is 8)
+#   FACTOR    the sweep's step (default 2)
+#   ITERS     timed calls per size (default 1000), WARMUP (default 100)
+#   VARIANTS  which relay variants run (default "relay relay-own-stream"):
+#     relay                 the legacy default stream (no stream passed)
+#     relay-own-stream      each rank's own stream (CollectiveOptions::stream)
+#     diag-on-stream        own stream, NCCL called on it (no event, no wait)
+#     diag-on-stream-noptr  the same without the pointer checks
+#     baseline, baseline-own-stream
+#                           relay and relay-own-stream with the collectives
+#                           binary at $BASELINE (another build: an A/B of a
+#                           change in one run)
+#   The diag-* variants run collectives_diag, whose NCCL transport takes the
+#   RELAY_NCCL_DIAG_* switches (transports/nccl/nccl_transport.cc): they
+#   take parts of the per-call path out to show what each costs.
+# With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: nccl_latency.sh OUT_DIR [ROUNDS] [COLLECTIVES]}"
+rounds="${2:-5}"
+collectives="${3:-all_reduce all_gather reduce_scatter}"
+variants="${VARIANTS:-relay relay-own-stream}"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+else
+  gpus=$(nvidia-smi -L | wc -l)
+fi
+sweep=(-b 8 -e "${MAX_SIZE:-64K}" -f "${FACTOR:-2}" -n "${ITERS:-1000}" -w "${WARMUP:-100}" -c 0)
+{
+  echo "# $(date -u +%FT%TZ) $(hostname): $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; variants $variants"
+} | tee "$out/environment.txt"
+
+run_variant() {  # variant collective round
+  local v="$1" c="$2" k="$3" bin="$here/collectives" stream=own
+  local -a env=()
+  case "$v" in
+    relay) stream=default ;;
+    relay-own-stream) ;;
+    baseline) bin="${BASELINE:?}"; stream=default ;;
+    baseline-own-stream) bin="${BASELINE:?}" ;;
+    diag-on-stream) bin="$here/collectives_diag"; env=(RELAY_NCCL_DIAG_ORDER=2) ;;
+    diag-on-stream-noptr)
+      bin="$here/collectives_diag"
+      env=(RELAY_NCCL_DIAG_ORDER=2 RELAY_NCCL_DIAG_NOPTR=1) ;;
+    *) echo "nccl_latency.sh: unknown variant $v" >&2; exit 2 ;;
+  esac
+  env "${env[@]}" "$bin" "${sweep[@]}" --transport nccl --ranks "$gpus" \
+    --cuda-stream "$stream" --collective "$c" \
+    --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
+}
+
+for k in $(seq 1 "$rounds"); do
+  for c in $collectives; do
+    echo "== $(date -u +%T) round $k $c: raw" >&2
+    "$here/nccl_collectives" "${sweep[@]}" -t 1 --collective "$c" \
+      --json "$out/raw_${c}_$k.json" >"$out/raw_${c}_$k.txt"
+    for v in $variants; do
+      echo "== $(date -u +%T) round $k $c: $v" >&2
+      run_variant "$v" "$c" "$k"
+    done
+  done
+done
+for c in $collectives; do
+  python3 "$here/nccl_latency.py" "$c" "$out" "$rounds" $variants | tee "$out/added_$c.md"
+done
+echo "wrote $out"

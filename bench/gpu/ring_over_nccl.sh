@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# File: bench/gpu/ring_over_nccl.sh
+#
+# relay's own ring all_reduce on device buffers over NCCL point-to-point
+# (the stream executor, collectives/stream_executor.h) against NCCL's native
+# all_reduce, on a GPU host, from the folder bench/gpu/build.sh filled
+# (issue 4: the ring at >= 90% of native busbw from 256 MB). Each round runs
+# raw NCCL (bench/peers/nccl_collectives -t 1), relay's native all_reduce,
+# and relay's ring at each pipeline depth (RELAY_PIPELINE_DEPTH: the lanes
+# of a call, each on its own stream), over the same sweep; round 1 checks
+# every element. compare_nccl.py then prints best-of-rounds ratios.
+#
+# Usage: ring_over_nccl.sh OUT_DIR [ROUNDS]       (default 2)
+# Environment:
+#   MIN_SIZE, MAX_SIZE  the sweep (default 64M .. 1G, x2)
+#   DEPTHS              pipeline depths to run (default "2 4 8"); variant
+#                       ring-dN
+#   BASELINE            path of a collectives binary from another build: its
+#                       ring (default depth) runs too, as variant
+#                       ring-baseline (an A/B of a change in one run)
+#   CHECK=0             check no round (relay's host-side check of 1 GB rows
+#                       takes about a minute a variant; the conformance
+#                       suite checks the same code on device buffers)
+# With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: ring_over_nccl.sh OUT_DIR [ROUNDS]}"
+rounds="${2:-2}"
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+else
+  gpus=$(nvidia-smi -L | wc -l)
+fi
+sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
+depths="${DEPTHS:-2 4 8}"
+{
+  echo "# $(date -u +%FT%TZ) $(hostname): $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; baseline ${BASELINE:-none}; check ${CHECK:-1}"
+} | tee "$out/environment.txt"
+c=all_reduce
+variants=relay
+for d in $depths; do variants="$variants ring-d$d"; done
+[ -n "${BASELINE:-}" ] && variants="$variants ring-baseline"
+for k in $(seq 1 "$rounds"); do
+  check=$([ "$k" = 1 ] && [ "${CHECK:-1}" = 1 ] && echo 1 || echo 0)
+  echo "== $(date -u +%T) round $k: raw" >&2
+  "$here/nccl_collectives" "${sweep[@]}" -c "$check" -t 1 --collective "$c" \
+    --json "$out/raw_${c}_$k.json" >"$out/raw_${c}_$k.txt"
+  for v in $variants; do
+    echo "== $(date -u +%T) round $k: $v" >&2
+    bin="$here/collectives"
+    args=(--algorithm ring)
+    depth_env=()
+    case "$v" in
+      relay) args=() ;;
+      ring-d*) depth_env=(RELAY_PIPELINE_DEPTH="${v#ring-d}") ;;
+      ring-baseline) bin="$BASELINE" ;;
+    esac
+    env "${depth_env[@]}" "$bin" "${sweep[@]}" -c "$check" --transport nccl \
+      --ranks "$gpus" --collective "$c" "${args[@]}" \
+      --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
+  done
+done
+python3 "$here/compare_nccl.py" "$c" "$out" "$rounds" $variants | tee "$out/ratio_$c.md"
+echo "wrote $out"
