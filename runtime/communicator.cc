@@ -8,7 +8,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "runtime/flight_dump_signal.h"
 #include "runtime/status_macros.h"
 #include "runtime/text_file.h"
@@ -481,25 +483,22 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
     int color, int key, const CollectiveOptions& options) {
   RELAY_RETURN_IF_ERROR(CheckUsable());
-  std::vector<int32_t> mine = {color, key};
-  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
-  RELAY_ASSIGN_OR_RETURN(
-      Request gathered,
-      AllGather(ConstBuffer::Of(mine), Buffer::Of(all), options));
-  // Taken only once the all_gather was accepted, so a rejected Split (say, a
-  // negative timeout) leaves no gap between this rank's split ids and its
-  // peers'.
+  if (options.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("Split: negative timeout");
+  }
+  // Taken only once the call was accepted, so a rejected Split leaves no gap
+  // between this rank's split ids and its peers'.
   const uint64_t split_index = next_split_.fetch_add(1);
-  RELAY_RETURN_IF_ERROR(gathered.Wait());
-  if (color < 0) return std::unique_ptr<Communicator>();
-
+  RELAY_ASSIGN_OR_RETURN(std::vector<int32_t> all,
+                         GatherColorsAndKeys(color, key, split_index, options));
   std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
   for (int r = 0; r < size_; ++r) {
-    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+    if (color >= 0 && all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
   }
   std::sort(members.begin(), members.end());
   int new_rank = 0;
-  while (members[new_rank].second != rank_) ++new_rank;
+  while (color >= 0 && members[new_rank].second != rank_) ++new_rank;
+  const int new_size = static_cast<int>(members.size());
 
   auto scoped = std::make_shared<PrefixStore>(
       store_, absl::StrCat("split/", split_index, "/", color, "/"));
@@ -507,8 +506,68 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
   if (options.timeout > absl::ZeroDuration()) {
     child_options.default_timeout = options.timeout;
   }
-  return Create(factory_, engine_, std::move(scoped), new_rank,
-                static_cast<int>(members.size()), child_options);
+  // Every rank asks the transport, those opting out too: deriving the
+  // group's wiring from this one (ncclCommSplit) is collective.
+  absl::StatusOr<std::unique_ptr<Transport>> derived =
+      transport_->Split(color, key);
+  if (derived.ok()) {
+    if (color < 0) return std::unique_ptr<Communicator>();
+    if (*derived == nullptr || (*derived)->rank() != new_rank ||
+        (*derived)->size() != new_size) {
+      return absl::InternalError(absl::StrCat(
+          "Split: ", transport_->name(), " made rank ",
+          *derived ? (*derived)->rank() : -1, " of ",
+          *derived ? (*derived)->size() : 0, ", expected rank ", new_rank,
+          " of ", new_size));
+    }
+    return std::unique_ptr<Communicator>(
+        new Communicator(factory_, engine_, std::move(scoped),
+                         *std::move(derived), new_rank, new_size,
+                         child_options));
+  }
+  if (!absl::IsUnimplemented(derived.status())) return derived.status();
+  if (color < 0) return std::unique_ptr<Communicator>();
+  return Create(factory_, engine_, std::move(scoped), new_rank, new_size,
+                child_options);
+}
+
+absl::StatusOr<std::vector<int32_t>> Communicator::GatherColorsAndKeys(
+    int color, int key, uint64_t split_index,
+    const CollectiveOptions& options) {
+  std::vector<int32_t> mine = {color, key};
+  std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+  if (caps_.host_memory) {
+    RELAY_ASSIGN_OR_RETURN(
+        Request gathered,
+        AllGather(ConstBuffer::Of(mine), Buffer::Of(all), options));
+    RELAY_RETURN_IF_ERROR(gathered.Wait());
+    return all;
+  }
+  // A transport of device memory only (NCCL) cannot gather host integers:
+  // through the store instead.
+  auto key_of = [&](int r) {
+    return absl::StrCat("split/", split_index, "/color_key/", r);
+  };
+  RELAY_RETURN_IF_ERROR(
+      store_->Set(key_of(rank_), absl::StrCat(color, " ", key)));
+  std::vector<std::string> keys;
+  keys.reserve(size_);
+  for (int r = 0; r < size_; ++r) keys.push_back(key_of(r));
+  const absl::Duration timeout = options.timeout > absl::ZeroDuration()
+                                     ? options.timeout
+                                     : options_.default_timeout;
+  RELAY_ASSIGN_OR_RETURN(std::vector<std::string> values,
+                         store_->MultiGet(keys, timeout));
+  for (int r = 0; r < size_; ++r) {
+    std::vector<absl::string_view> parts = absl::StrSplit(values[r], ' ');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &all[2 * r]) ||
+        !absl::SimpleAtoi(parts[1], &all[2 * r + 1])) {
+      return absl::InternalError(absl::StrCat(
+          "Split: rank ", r, "'s color and key in the store are '",
+          values[r], "'"));
+    }
+  }
+  return all;
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(

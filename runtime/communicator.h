@@ -184,7 +184,9 @@ class Communicator {
 
   // Collective: ranks passing the same color form a new communicator,
   // ordered by (key, old rank). A negative color opts out: the result is
-  // then null. Blocks until the new group is wired.
+  // then null. Blocks until the new group is wired: by the transport's own
+  // Split where it has one (NCCL's ncclCommSplit), else by a new rendezvous
+  // through the store.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const CollectiveOptions& options = {});
 
@@ -245,6 +247,12 @@ class Communicator {
   // CheckLevel::kFingerprint: every rank's fingerprint of `args` through the
   // store, compared.
   absl::Status CheckAgreement(const CollectiveArgs& args);
+  // Split's first step: every rank's (color, key), as 2 * size integers, by
+  // an all_gather, or through the store where the transport moves no host
+  // memory.
+  absl::StatusOr<std::vector<int32_t>> GatherColorsAndKeys(
+      int color, int key, uint64_t split_index,
+      const CollectiveOptions& options);
 
   TransportFactory& factory_;
   const CollectiveEngine& engine_;

@@ -25,6 +25,7 @@
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
 #include "runtime/request.h"
+#include "runtime/status_macros.h"
 #include "runtime/store.h"
 #include "runtime/transport.h"
 #include "runtime/transport_registry.h"
@@ -802,6 +803,86 @@ TEST(CommunicatorTest, RejectedSplitLeavesNoGap) {
     ASSERT_NE(*child, nullptr);
     ExpectAllReduceSum(**child, 6, 8, kProbeWait);
   });
+}
+
+// Loopback, declared as moving device memory only, as NCCL's transport does:
+// the communicator cannot hand it host integers.
+class DeviceOnlyLoopback final : public Transport {
+ public:
+  explicit DeviceOnlyLoopback(std::unique_ptr<Transport> inner)
+      : inner_(std::move(inner)) {}
+  absl::string_view name() const override { return "device_only_loopback"; }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps = inner_->capabilities();
+    caps.host_memory = false;
+    caps.device_memory = true;
+    return caps;
+  }
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override {
+    return inner_->Isend(peer, tag, data, deadline);
+  }
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override {
+    return inner_->Irecv(peer, tag, data, deadline);
+  }
+  void Abort(absl::Status reason) override { inner_->Abort(reason); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+};
+
+class DeviceOnlyLoopbackFactory final : public TransportFactory {
+ public:
+  absl::string_view name() const override { return "device_only_loopback"; }
+  absl::StatusOr<std::unique_ptr<Transport>> Connect(
+      const TransportConfig& config) override {
+    RELAY_ASSIGN_OR_RETURN(TransportFactory * loopback,
+                           TransportRegistry::Global().Get("loopback"));
+    RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Transport> inner,
+                           loopback->Connect(config));
+    return std::unique_ptr<Transport>(new DeviceOnlyLoopback(std::move(inner)));
+  }
+};
+
+// Verifies that Split works over a transport that moves no host memory (the
+// colors and keys go through the store; an all_gather of them was refused
+// with InvalidArgument, so Split over NCCL failed).
+TEST(CommunicatorTest, SplitOverATransportWithoutHostMemory) {
+  constexpr int kSize = 5;
+  DeviceOnlyLoopbackFactory factory;
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+          factory, DefaultEngine(), store, r, kSize, TestOptions());
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      // Colors 0, 1, 0, 1 and rank 4 out; keys reverse the order.
+      const int color = r == 4 ? -1 : r % 2;
+      absl::StatusOr<std::unique_ptr<Communicator>> child =
+          (*comm)->Split(color, -r, WithTimeout(kWait));
+      ASSERT_TRUE(child.ok()) << "rank " << r << ": " << child.status();
+      if (color < 0) {
+        EXPECT_EQ(*child, nullptr);
+      } else {
+        ASSERT_NE(*child, nullptr);
+        EXPECT_EQ((*child)->size(), 2);
+        EXPECT_EQ((*child)->rank(), r < 2 ? 1 : 0) << "rank " << r;
+      }
+      // A second split of the same parent gets a group of its own: all
+      // five, in reverse.
+      absl::StatusOr<std::unique_ptr<Communicator>> whole =
+          (*comm)->Split(0, kSize - r, WithTimeout(kWait));
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      ASSERT_NE(*whole, nullptr);
+      EXPECT_EQ((*whole)->size(), kSize);
+      EXPECT_EQ((*whole)->rank(), kSize - 1 - r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
 }
 
 // ---------------------------------------------------------------------------

@@ -21,6 +21,8 @@
 //   Collective   a native collective (NCCL's), used before relay's algorithms.
 //   Exchange     small contributions handed to every rank through shared
 //                memory (ranks on one host), for the shm algorithm.
+//   Split        a sub-group's wiring made from this one's (NCCL's
+//                ncclCommSplit), for Communicator::Split.
 //
 // Lifetime and ownership. A Transport is owned by its Communicator (by
 // unique_ptr) and outlives every request it returned: the communicator aborts
@@ -215,6 +217,20 @@ class Transport {
     (void)args;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no native collectives"));
+  }
+
+  // This rank's end of a sub-group's wiring, derived from this transport's
+  // own (NCCL's ncclCommSplit) instead of a new rendezvous. Collective:
+  // every rank of this transport calls it, in the same order as its other
+  // operations. Ranks passing the same color >= 0 form a group ordered by
+  // (key, rank here); a negative color joins none and gets null. The
+  // communicator falls back to connecting a new transport where this is
+  // Unimplemented (the default).
+  virtual absl::StatusOr<std::unique_ptr<Transport>> Split(int color,
+                                                           int key) {
+    (void)color, (void)key;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " does not split its own wiring"));
   }
 
   // Does work that waits for this rank's thread (a polling transport's

@@ -443,6 +443,24 @@ void Core::WatchdogLoop() {
   }
 }
 
+// What a core needs besides its NCCL communicator: the transport's stream,
+// the event it orders callers' streams with, and the barrier's scratch.
+absl::Status PrepareCore(Core& core) {
+  // Non-blocking: ordered with the callers' streams by events only.
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaStreamCreateWithFlags(&core.stream, cudaStreamNonBlocking),
+      "cudaStreamCreateWithFlags"));
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaEventCreateWithFlags(&core.ready, cudaEventDisableTiming),
+      "cudaEventCreateWithFlags"));
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaMalloc(reinterpret_cast<void**>(&core.barrier_scratch),
+                 sizeof(int32_t)),
+      "cudaMalloc"));
+  return CudaStatus(cudaMemset(core.barrier_scratch, 0, sizeof(int32_t)),
+                    "cudaMemset");
+}
+
 class NcclTransport final : public Transport {
  public:
   explicit NcclTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
@@ -490,6 +508,8 @@ class NcclTransport final : public Transport {
                                     void* cuda_stream,
                                     absl::Time deadline) override;
   absl::StatusOr<Request> Collective(const CollectiveArgs& args) override;
+  absl::StatusOr<std::unique_ptr<Transport>> Split(int color,
+                                                   int key) override;
 
   void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
 
@@ -796,6 +816,34 @@ absl::StatusOr<Request> NcclTransport::Collective(const CollectiveArgs& args) {
                 });
 }
 
+absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Split(int color,
+                                                                int key) {
+  Core& c = *core_;
+  DeviceGuard on_device(c.device);
+  ncclComm_t comm = nullptr;
+  {
+    // The parent's communicator is not thread-safe either; an Abort gives
+    // up on this lock after kAbortGrace and its ncclCommAbort unblocks a
+    // split stuck on a rank that never came.
+    std::lock_guard<std::timed_mutex> lock(c.enqueue_mu);
+    if (c.aborted.load(std::memory_order_acquire)) return c.AbortReason();
+    RELAY_RETURN_IF_ERROR(NcclStatus(
+        ncclCommSplit(c.comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
+                      &comm, nullptr),
+        "ncclCommSplit", c.comm));
+  }
+  if (color < 0) return std::unique_ptr<Transport>();
+  auto child = std::make_shared<Core>();
+  child->device = c.device;
+  child->comm = comm;  // Destroyed with the core, whatever fails below.
+  RELAY_RETURN_IF_ERROR(
+      NcclStatus(ncclCommUserRank(comm, &child->rank), "ncclCommUserRank"));
+  RELAY_RETURN_IF_ERROR(
+      NcclStatus(ncclCommCount(comm, &child->size), "ncclCommCount"));
+  RELAY_RETURN_IF_ERROR(PrepareCore(*child));
+  return std::unique_ptr<Transport>(new NcclTransport(std::move(child)));
+}
+
 int VisibleDevices() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -839,19 +887,7 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
     }
     std::memcpy(&id, bytes.data(), sizeof(id));
   }
-  // Non-blocking: ordered with the callers' streams by events only.
-  RELAY_RETURN_IF_ERROR(CudaStatus(
-      cudaStreamCreateWithFlags(&core->stream, cudaStreamNonBlocking),
-      "cudaStreamCreateWithFlags"));
-  RELAY_RETURN_IF_ERROR(CudaStatus(
-      cudaEventCreateWithFlags(&core->ready, cudaEventDisableTiming),
-      "cudaEventCreateWithFlags"));
-  RELAY_RETURN_IF_ERROR(CudaStatus(
-      cudaMalloc(reinterpret_cast<void**>(&core->barrier_scratch),
-                 sizeof(int32_t)),
-      "cudaMalloc"));
-  RELAY_RETURN_IF_ERROR(CudaStatus(
-      cudaMemset(core->barrier_scratch, 0, sizeof(int32_t)), "cudaMemset"));
+  RELAY_RETURN_IF_ERROR(PrepareCore(*core));
   RELAY_RETURN_IF_ERROR(NcclStatus(
       ncclCommInitRank(&core->comm, config.size, id, config.rank),
       "ncclCommInitRank"));

@@ -40,8 +40,10 @@
 //     unchecked, as in bare NCCL.
 //
 // Not viable (IsViable false) where relay was built without NCCL or no GPU
-// is visible. Communicator::Split builds the sub-communicator from a fresh
-// unique id through the store.
+// is visible. Transport::Split (Communicator::Split) makes the sub-group's
+// communicator with ncclCommSplit from this one, every rank taking part
+// (NCCL_SPLIT_NOCOLOR for a negative color); the ranks' colors and keys go
+// through the store first, since this transport moves no host memory.
 //
 // Lifetime and ownership. The factory is stateless. A transport owns its
 // NCCL communicator, stream and watchdog; requests share what they need, so

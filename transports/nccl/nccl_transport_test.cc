@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -345,6 +346,71 @@ TEST(NcclTransportTest, BatchedRingExchange) {
         for (size_t i = 0; i < kCount; ++i) {
           if (got[i] != left * 1000003 + int32_t(i)) {
             return absl::InternalError(absl::StrCat("element ", i, " wrong"));
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Communicator::Split over NCCL: colors and keys through the store, the
+// group's communicator by ncclCommSplit. Ranks split by parity with their
+// order reversed (and, from 3 GPUs, the last rank opts out); each group's
+// all_reduce sums exactly its members.
+TEST(NcclTransportTest, SplitMakesGroupsWithNcclCommSplit) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  const int n = Gpus();
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        const bool out = n >= 3 && rank == n - 1;
+        const int color = out ? -1 : rank % 2;
+        CollectiveOptions options;
+        options.timeout = absl::Seconds(60);
+        absl::StatusOr<std::unique_ptr<Communicator>> child =
+            comm.Split(color, -rank, options);
+        if (!child.ok()) return child.status();
+        if (out) {
+          return *child == nullptr
+                     ? absl::OkStatus()
+                     : absl::InternalError("opted out, but got a group");
+        }
+        if (*child == nullptr) return absl::InternalError("no group");
+        std::vector<int> members;
+        for (int q = 0; q < n; ++q) {
+          if (!(n >= 3 && q == n - 1) && q % 2 == color) members.push_back(q);
+        }
+        const int size = static_cast<int>(members.size());
+        // Reversed by the keys: the highest old rank is rank 0.
+        const int want_rank = static_cast<int>(
+            members.end() - std::find(members.begin(), members.end(), rank) - 1);
+        if ((*child)->size() != size || (*child)->rank() != want_rank) {
+          return absl::InternalError(absl::StrCat(
+              "rank ", rank, " became ", (*child)->rank(), " of ",
+              (*child)->size(), ", expected ", want_rank, " of ", size));
+        }
+        constexpr size_t kCount = 1000;
+        std::vector<float> host(kCount);
+        for (size_t i = 0; i < kCount; ++i) host[i] = float(rank * 100 + i % 7);
+        absl::StatusOr<DeviceBytes> d = DeviceBytes::Allocate(kCount * 4);
+        if (!d.ok()) return d.status();
+        if (absl::Status c = d->CopyFrom(host.data(), kCount * 4); !c.ok()) return c;
+        float* p = reinterpret_cast<float*>(d->data());
+        const Device dev = Device::Cuda(rank);
+        absl::StatusOr<Request> r = (*child)->AllReduce(
+            ConstBuffer::Of(p, kCount, dev), Buffer::Of(p, kCount, dev),
+            ReduceOp::kSum);
+        if (!r.ok()) return r.status();
+        if (absl::Status w = r->Wait(absl::Seconds(60)); !w.ok()) return w;
+        if (absl::Status c = d->CopyTo(host.data(), kCount * 4); !c.ok()) return c;
+        for (size_t i = 0; i < kCount; ++i) {
+          float want = 0;
+          for (int q : members) want += float(q * 100 + i % 7);
+          if (host[i] != want) {
+            return absl::InternalError(absl::StrCat(
+                "rank ", rank, " element ", i, ": ", host[i], ", want ", want));
           }
         }
         return absl::OkStatus();
