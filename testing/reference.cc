@@ -169,7 +169,10 @@ double ExpectedValue(CollectiveKind kind, DataType dtype, ReduceOp op,
                      int root, int rank, int size, size_t count, size_t i) {
   const size_t me = static_cast<size_t>(rank);
   auto reduced = [&](size_t index) {
-    std::vector<double> column(static_cast<size_t>(size));
+    // Reused: this runs once per element checked, and an allocation per
+    // element made checking a 1 GB row take a minute (bench/collectives).
+    thread_local std::vector<double> column;
+    column.resize(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) column[r] = InputValue(dtype, op, r, index);
     return ReduceValues(dtype, op, column);
   };
