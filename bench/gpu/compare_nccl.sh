@@ -23,15 +23,12 @@ max="${2:-1G}"
 rounds="${3:-2}"
 collectives="${4:-all_reduce all_gather reduce_scatter}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
-if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-else
-  gpus=$(nvidia-smi -L | wc -l)
-fi
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
+gpus=$(gpu_count)
 sweep=(-b "${MIN_SIZE:-8}" -e "$max" -f 2 -n 20 -w 5)
 {
-  echo "# $(date -u +%FT%TZ) $(hostname): $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  gpu_header "$gpus"
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds (round 1 checked)"
 } | tee "$out/environment.txt"
 for c in $collectives; do

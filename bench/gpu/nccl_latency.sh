@@ -36,15 +36,12 @@ rounds="${2:-5}"
 collectives="${3:-all_reduce all_gather reduce_scatter}"
 variants="${VARIANTS:-relay relay-own-stream}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
-if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-else
-  gpus=$(nvidia-smi -L | wc -l)
-fi
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
+gpus=$(gpu_count)
 sweep=(-b 8 -e "${MAX_SIZE:-64K}" -f "${FACTOR:-2}" -n "${ITERS:-1000}" -w "${WARMUP:-100}" -c 0)
 {
-  echo "# $(date -u +%FT%TZ) $(hostname): $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  gpu_header "$gpus"
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; variants $variants"
 } | tee "$out/environment.txt"
 

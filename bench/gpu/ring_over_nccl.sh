@@ -27,16 +27,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: ring_over_nccl.sh OUT_DIR [ROUNDS]}"
 rounds="${2:-2}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
-if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-else
-  gpus=$(nvidia-smi -L | wc -l)
-fi
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
+gpus=$(gpu_count)
 sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
 depths="${DEPTHS:-2 4 8}"
 {
-  echo "# $(date -u +%FT%TZ) $(hostname): $gpus x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  gpu_header "$gpus"
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; baseline ${BASELINE:-none}; check ${CHECK:-1}"
 } | tee "$out/environment.txt"
 c=all_reduce

@@ -12,8 +12,9 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: run_checks.sh OUT_DIR}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0
-gpus=$(nvidia-smi -L | wc -l)
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
+gpus=$(gpu_count)
 failed=0
 check() {  # name, command...
   local name="$1"; shift

@@ -22,13 +22,10 @@ rounds="${2:-3}"
 min="${MIN_BYTES:-1048576}"
 max="${MAX_BYTES:-1073741824}"
 mkdir -p "$out"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
 export PYTHONPATH="$here/torch" OMP_NUM_THREADS=4
-if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-  gpus=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
-else
-  gpus=$(nvidia-smi -L | wc -l)
-fi
+gpus=$(gpu_count)
 failed=0
 step() {  # name, command...: logs to OUT_DIR/name.log, prints PASS/FAIL
   local name="$1"; shift

@@ -1,0 +1,25 @@
+# File: bench/gpu/gpu_env.sh
+#
+# Sourced by the GPU host scripts (compare_nccl.sh, nccl_latency.sh,
+# ring_over_nccl.sh, torch_vs_nccl.sh): the environment every run keeps and
+# the GPU count it uses.
+#   - NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and its PyTorch and
+#     NVSHMEM counterparts): on shared hosts it can take the GPUs out of
+#     service.
+#   - gpu_count prints how many GPUs the run uses: those CUDA_VISIBLE_DEVICES
+#     names, else every one nvidia-smi lists.
+#   - gpu_header prints the "# date host: N x NAME" line a results folder's
+#     environment.txt starts with.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+gpu_count() {
+  if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+    tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .
+  else
+    nvidia-smi -L | wc -l
+  fi
+}
+
+gpu_header() {  # gpus
+  echo "# $(date -u +%FT%TZ) $(hostname): $1 x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+}
