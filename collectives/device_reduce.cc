@@ -50,8 +50,12 @@ bool DeviceReduceAvailable() {
 
 absl::Status DeviceReduce(DataType dtype, ReduceOp op, const void* a,
                           const void* b, void* out, size_t count,
-                          void* stream) {
+                          void* stream, int max_blocks) {
   if (absl::Status s = CheckDtype(dtype); !s.ok()) return s;
+  if (max_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DeviceReduce: max_blocks ", max_blocks, " < 0"));
+  }
   if (count > 0 && (a == nullptr || b == nullptr || out == nullptr)) {
     return absl::InvalidArgumentError(
         "DeviceReduce: null buffer with count > 0");
@@ -68,7 +72,7 @@ absl::Status DeviceReduce(DataType dtype, ReduceOp op, const void* a,
           " is not element-wise; use kSum and then DeviceDivide for kAvg"));
   }
   return Launched(dk::Reduce(KernelType(dtype), kernel_op, a, b, out, count,
-                             stream),
+                             stream, max_blocks),
                   "DeviceReduce");
 }
 

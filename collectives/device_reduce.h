@@ -27,11 +27,14 @@ bool DeviceReduceAvailable();
 
 // out[i] = a[i] op b[i] for `count` elements; `out` may alias `a` or `b`.
 // Asynchronous on `stream` (a cudaStream_t; null: the default stream).
-// InvalidArgument for null pointers with count > 0 or op kAvg (sum, then
-// DeviceDivide); Internal with CUDA's message if the launch fails.
+// `max_blocks` > 0 caps the kernel's grid (blocks of 512 threads), so that
+// work queued beside it on other streams (NCCL's kernels) finds free
+// multiprocessors; 0 fills the GPU. InvalidArgument for null pointers with
+// count > 0, op kAvg (sum, then DeviceDivide) or a negative max_blocks;
+// Internal with CUDA's message if the launch fails.
 absl::Status DeviceReduce(DataType dtype, ReduceOp op, const void* a,
                           const void* b, void* out, size_t count,
-                          void* stream);
+                          void* stream, int max_blocks = 0);
 
 // data[i] /= divisor on the device (integers truncate toward zero).
 absl::Status DeviceDivide(DataType dtype, void* data, size_t count,

@@ -118,8 +118,8 @@ __global__ void DivideKernel(T* data, size_t count, double divisor) {
 }
 
 // Blocks to launch: enough to fill every multiprocessor several times over,
-// no more than the work needs.
-int Blocks(size_t work_items) {
+// no more than the work needs, and no more than `cap` where that is > 0.
+int Blocks(size_t work_items, int cap = 0) {
   static const int max_blocks = [] {
     int device = 0, sms = 0;
     cudaGetDevice(&device);
@@ -127,12 +127,13 @@ int Blocks(size_t work_items) {
     return (sms > 0 ? sms : 80) * 4;
   }();
   const size_t needed = (work_items + kThreads - 1) / kThreads;
-  return static_cast<int>(needed < 1 ? 1 : (needed < static_cast<size_t>(max_blocks) ? needed : max_blocks));
+  const int most = cap > 0 && cap < max_blocks ? cap : max_blocks;
+  return static_cast<int>(needed < 1 ? 1 : (needed < static_cast<size_t>(most) ? needed : most));
 }
 
 template <Op kOp, typename T>
 int LaunchTyped(const void* a, const void* b, void* out, size_t count,
-                cudaStream_t stream) {
+                cudaStream_t stream, int cap) {
   if (count == 0) return cudaSuccess;
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
@@ -141,11 +142,11 @@ int LaunchTyped(const void* a, const void* b, void* out, size_t count,
                                 reinterpret_cast<uintptr_t>(b) |
                                 reinterpret_cast<uintptr_t>(out)) & 15;
   if (misaligned != 0) {
-    ReduceScalarKernel<kOp, T><<<Blocks(count), kThreads, 0, stream>>>(pa, pb, po, count);
+    ReduceScalarKernel<kOp, T><<<Blocks(count, cap), kThreads, 0, stream>>>(pa, pb, po, count);
   } else {
     constexpr size_t kLanes = 16 / sizeof(T);
     const size_t vectors = count / kLanes;
-    ReduceKernel<kOp, T><<<Blocks(vectors > 0 ? (vectors + 1) / 2 : 1), kThreads, 0, stream>>>(
+    ReduceKernel<kOp, T><<<Blocks(vectors > 0 ? (vectors + 1) / 2 : 1, cap), kThreads, 0, stream>>>(
         pa, pb, po, vectors, vectors * kLanes, count);
   }
   return cudaGetLastError();
@@ -153,12 +154,12 @@ int LaunchTyped(const void* a, const void* b, void* out, size_t count,
 
 template <typename T>
 int LaunchOp(Op op, const void* a, const void* b, void* out, size_t count,
-             cudaStream_t s) {
+             cudaStream_t s, int cap) {
   switch (op) {
-    case Op::kSum: return LaunchTyped<Op::kSum, T>(a, b, out, count, s);
-    case Op::kProd: return LaunchTyped<Op::kProd, T>(a, b, out, count, s);
-    case Op::kMin: return LaunchTyped<Op::kMin, T>(a, b, out, count, s);
-    case Op::kMax: return LaunchTyped<Op::kMax, T>(a, b, out, count, s);
+    case Op::kSum: return LaunchTyped<Op::kSum, T>(a, b, out, count, s, cap);
+    case Op::kProd: return LaunchTyped<Op::kProd, T>(a, b, out, count, s, cap);
+    case Op::kMin: return LaunchTyped<Op::kMin, T>(a, b, out, count, s, cap);
+    case Op::kMax: return LaunchTyped<Op::kMax, T>(a, b, out, count, s, cap);
   }
   return cudaErrorInvalidValue;
 }
@@ -184,19 +185,19 @@ int DeviceCount() {
 }
 
 int Reduce(Type type, Op op, const void* a, const void* b, void* out,
-           size_t count, void* stream) {
+           size_t count, void* stream, int max_blocks) {
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (type) {
-    case Type::kInt8: return LaunchOp<int8_t>(op, a, b, out, count, s);
-    case Type::kUint8: return LaunchOp<uint8_t>(op, a, b, out, count, s);
-    case Type::kInt32: return LaunchOp<int32_t>(op, a, b, out, count, s);
-    case Type::kUint32: return LaunchOp<uint32_t>(op, a, b, out, count, s);
-    case Type::kInt64: return LaunchOp<int64_t>(op, a, b, out, count, s);
-    case Type::kUint64: return LaunchOp<uint64_t>(op, a, b, out, count, s);
-    case Type::kFloat16: return LaunchOp<__half>(op, a, b, out, count, s);
-    case Type::kBFloat16: return LaunchOp<__nv_bfloat16>(op, a, b, out, count, s);
-    case Type::kFloat32: return LaunchOp<float>(op, a, b, out, count, s);
-    case Type::kFloat64: return LaunchOp<double>(op, a, b, out, count, s);
+    case Type::kInt8: return LaunchOp<int8_t>(op, a, b, out, count, s, max_blocks);
+    case Type::kUint8: return LaunchOp<uint8_t>(op, a, b, out, count, s, max_blocks);
+    case Type::kInt32: return LaunchOp<int32_t>(op, a, b, out, count, s, max_blocks);
+    case Type::kUint32: return LaunchOp<uint32_t>(op, a, b, out, count, s, max_blocks);
+    case Type::kInt64: return LaunchOp<int64_t>(op, a, b, out, count, s, max_blocks);
+    case Type::kUint64: return LaunchOp<uint64_t>(op, a, b, out, count, s, max_blocks);
+    case Type::kFloat16: return LaunchOp<__half>(op, a, b, out, count, s, max_blocks);
+    case Type::kBFloat16: return LaunchOp<__nv_bfloat16>(op, a, b, out, count, s, max_blocks);
+    case Type::kFloat32: return LaunchOp<float>(op, a, b, out, count, s, max_blocks);
+    case Type::kFloat64: return LaunchOp<double>(op, a, b, out, count, s, max_blocks);
   }
   return cudaErrorInvalidValue;
 }

@@ -24,10 +24,12 @@ int DeviceCount();
 // out[i] = a[i] op b[i] for `count` elements on device memory, enqueued on
 // `stream` (a cudaStream_t; null for the legacy default stream). `out` may
 // alias `a` or `b`. float16 and bfloat16 compute in float32 and round to
-// nearest even; integer sum and product wrap. Returns a cudaError_t value
-// (0: success).
+// nearest even; integer sum and product wrap. `max_blocks` > 0 caps the
+// grid (blocks of 512 threads), leaving the other multiprocessors to work
+// queued beside it; 0 fills the GPU. Returns a cudaError_t value (0:
+// success).
 int Reduce(Type type, Op op, const void* a, const void* b, void* out,
-           size_t count, void* stream);
+           size_t count, void* stream, int max_blocks = 0);
 // data[i] /= divisor (integers truncate toward zero), for average.
 int Divide(Type type, void* data, size_t count, double divisor, void* stream);
 // CUDA's text for an error returned above.

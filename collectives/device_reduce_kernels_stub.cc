@@ -11,7 +11,7 @@ constexpr int kNoCuda = -1;
 
 bool Compiled() { return false; }
 int DeviceCount() { return 0; }
-int Reduce(Type, Op, const void*, const void*, void*, size_t, void*) {
+int Reduce(Type, Op, const void*, const void*, void*, size_t, void*, int) {
   return kNoCuda;
 }
 int Divide(Type, void*, size_t, double, void*) { return kNoCuda; }

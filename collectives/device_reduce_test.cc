@@ -98,5 +98,37 @@ TEST(DeviceReduceInputTest, BadInputIsInvalidArgument) {
   }
 }
 
+// A capped grid (max_blocks) covers every element with its grid-stride
+// loop: 1, 3 and 64 blocks over a count that needs thousands, in both the
+// vector and the scalar (misaligned) kernel.
+TEST_F(DeviceReduceTest, ACappedGridReducesEveryElement) {
+  const DataType dtype = DataType::kFloat32;
+  const size_t count = 3000017, esize = 4;
+  const std::vector<char> a = Encode(dtype, InputValues(dtype, ReduceOp::kSum, 1, count));
+  const std::vector<char> b = Encode(dtype, InputValues(dtype, ReduceOp::kSum, 2, count));
+  std::vector<char> want(count * esize);
+  GetReduceFn(dtype, ReduceOp::kSum)(a.data(), b.data(), want.data(), count);
+  for (int blocks : {1, 3, 64}) {
+    for (size_t misalign : {size_t{0}, esize}) {
+      DeviceBytes da(a.size() + esize), db(b.size()), dout(want.size() + esize);
+      ASSERT_EQ(cudaMemcpy(da.at(misalign), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(db.at(0), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemset(dout.at(0), 0xff, want.size() + esize), cudaSuccess);
+      ASSERT_TRUE(DeviceReduce(dtype, ReduceOp::kSum, da.at(misalign), db.at(0),
+                               dout.at(misalign), count, nullptr, blocks).ok());
+      std::vector<char> got(want.size());
+      ASSERT_EQ(cudaMemcpy(got.data(), dout.at(misalign), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_TRUE(got == want) << blocks << " blocks, misalign " << misalign;
+    }
+  }
+}
+
+TEST(DeviceReduceArgumentsTest, NegativeMaxBlocksIsInvalid) {
+  EXPECT_EQ(DeviceReduce(DataType::kFloat32, ReduceOp::kSum, nullptr, nullptr,
+                         nullptr, 0, nullptr, -1)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace relay

@@ -1,5 +1,8 @@
 #include "collectives/device_stream_ops.h"
 
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/device_reduce.h"
 #include "collectives/device_reduce_kernels.h"
@@ -19,6 +22,25 @@ absl::Status Checked(int error, absl::string_view what) {
   }
   return absl::InternalError(absl::StrCat(what, ": CUDA error ", error, ": ",
                                           device_kernels::ErrorString(error)));
+}
+
+// RELAY_STREAM_REDUCE_BLOCKS: the most blocks a reduction of relay's own
+// algorithms on device buffers launches (0 or unset: as many as fill the
+// GPU). A full grid keeps every multiprocessor until it ends, so the NCCL
+// kernel of the next step, queued on another stream, cannot start beside
+// it (a hypothesis from the 2026-11-26 H100 figures, where the ring's
+// reductions did not seem to overlap its transfers; this variable is there
+// to test it, bench/gpu/ring_over_nccl.sh).
+absl::StatusOr<int> ReduceBlocksFromEnvironment() {
+  const char* value = std::getenv("RELAY_STREAM_REDUCE_BLOCKS");
+  if (value == nullptr || *value == '\0') return 0;
+  int blocks = 0;
+  if (!absl::SimpleAtoi(value, &blocks) || blocks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELAY_STREAM_REDUCE_BLOCKS='", value,
+        "' is not a non-negative integer"));
+  }
+  return blocks;
 }
 
 class CudaStreamOps final : public StreamOps {
@@ -69,7 +91,8 @@ class CudaStreamOps final : public StreamOps {
   absl::Status Reduce(DataType dtype, ReduceOp op, const void* a,
                       const void* b, void* out, size_t count,
                       void* stream) override {
-    return DeviceReduce(dtype, op, a, b, out, count, stream);
+    if (!reduce_blocks_.ok()) return reduce_blocks_.status();
+    return DeviceReduce(dtype, op, a, b, out, count, stream, *reduce_blocks_);
   }
   absl::Status Divide(DataType dtype, void* data, size_t count,
                       double divisor, void* stream) override {
@@ -78,6 +101,9 @@ class CudaStreamOps final : public StreamOps {
   absl::Status WaitRequest(Request& request, void* stream) override {
     return request.StreamWait(stream);
   }
+
+ private:
+  const absl::StatusOr<int> reduce_blocks_ = ReduceBlocksFromEnvironment();
 };
 
 }  // namespace

@@ -15,6 +15,11 @@
 #   MIN_SIZE, MAX_SIZE  the sweep (default 64M .. 1G, x2)
 #   DEPTHS              pipeline depths to run (default "2 4 8"); variant
 #                       ring-dN
+#   REDUCE_BLOCKS       also run the first depth with the ring's device
+#                       reductions capped at B blocks, for each B listed
+#                       (RELAY_STREAM_REDUCE_BLOCKS; variant ring-dN-bB): a
+#                       full grid may keep NCCL's next kernel from starting
+#                       beside it
 #   BASELINE            path of a collectives binary from another build: its
 #                       ring (default depth) runs too, as variant
 #                       ring-baseline (an A/B of a change in one run)
@@ -34,11 +39,13 @@ sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
 depths="${DEPTHS:-2 4 8}"
 {
   gpu_header "$gpus"
-  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; baseline ${BASELINE:-none}; check ${CHECK:-1}"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; reduce blocks ${REDUCE_BLOCKS:-full}; baseline ${BASELINE:-none}; check ${CHECK:-1}"
 } | tee "$out/environment.txt"
 c=all_reduce
 variants=relay
 for d in $depths; do variants="$variants ring-d$d"; done
+first_depth=${depths%% *}
+for b in ${REDUCE_BLOCKS:-}; do variants="$variants ring-d$first_depth-b$b"; done
 [ -n "${BASELINE:-}" ] && variants="$variants ring-baseline"
 for k in $(seq 1 "$rounds"); do
   check=$([ "$k" = 1 ] && [ "${CHECK:-1}" = 1 ] && echo 1 || echo 0)
@@ -50,11 +57,15 @@ for k in $(seq 1 "$rounds"); do
     bin="$here/collectives"
     args=(--algorithm ring)
     depth_env=()
-    case "$v" in
-      relay) args=() ;;
-      ring-d*) depth_env=(RELAY_PIPELINE_DEPTH="${v#ring-d}") ;;
-      ring-baseline) bin="$BASELINE" ;;
-    esac
+    if [[ "$v" =~ ^ring-d([0-9]+)(-b([0-9]+))?$ ]]; then
+      depth_env=(RELAY_PIPELINE_DEPTH="${BASH_REMATCH[1]}")
+      [ -n "${BASH_REMATCH[3]}" ] &&
+        depth_env+=(RELAY_STREAM_REDUCE_BLOCKS="${BASH_REMATCH[3]}")
+    elif [ "$v" = relay ]; then
+      args=()
+    elif [ "$v" = ring-baseline ]; then
+      bin="$BASELINE"
+    fi
     env "${depth_env[@]}" "$bin" "${sweep[@]}" -c "$check" --transport nccl \
       --ranks "$gpus" --collective "$c" "${args[@]}" \
       --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
