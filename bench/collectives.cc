@@ -353,6 +353,7 @@ struct RowResults {
 
 absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
                     size_t count, bool in_place, double* time_us,
+                    double* issue_us,
                     int64_t* wrong) {
   const int rank = comm.rank();
   const TransportCapabilities caps = comm.capabilities();
@@ -377,6 +378,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   // `iters` calls. A stream-ordered transport queues them all and waits for
   // the last (they complete in order), as nccl-tests times NCCL; a host
   // transport waits for each before the next.
+  absl::Time issued;  // When run() had started its last call.
   auto run = [&](int iters) -> absl::Status {
     Request last;
     for (int i = 0; i < iters; ++i) {
@@ -387,6 +389,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
         RELAY_RETURN_IF_ERROR(r.Wait());
       }
     }
+    issued = absl::Now();
     return last.valid() ? last.Wait() : absl::OkStatus();
   };
   // The timed loop reruns the call on its own output: fine for timing; the
@@ -399,6 +402,9 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   const absl::Time start = absl::Now();
   RELAY_RETURN_IF_ERROR(run(f.iters));
   *time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / f.iters;
+  *issue_us = caps.stream_ordered
+                  ? absl::ToDoubleMicroseconds(issued - start) / f.iters
+                  : -1;
   *wrong = -1;
   if (f.check) {
     call = MakeCall(kind, f, rank, count, in_place);
@@ -469,14 +475,18 @@ absl::Status RunRank(Communicator& comm, const Flags& f,
       row.has_inplace = has_inplace;
       for (bool in_place : {false, true}) {
         if (in_place && !has_inplace) break;
-        double t = 0;
+        double t = 0, issue = -1;
         int64_t wrong = 0;
-        RELAY_RETURN_IF_ERROR(RunRow(comm, kind, f, count, in_place, &t, &wrong));
+        RELAY_RETURN_IF_ERROR(
+            RunRow(comm, kind, f, count, in_place, &t, &issue, &wrong));
         RELAY_ASSIGN_OR_RETURN(double total_t, SumOverRanks(comm, t));
+        RELAY_ASSIGN_OR_RETURN(double total_issue, SumOverRanks(comm, issue));
         RELAY_ASSIGN_OR_RETURN(int64_t total_wrong, SumOverRanks(comm, wrong));
         const double mean_t = total_t / n;
         const int64_t reported = f.check ? total_wrong : -1;
         (in_place ? row.ip_time_us : row.oop_time_us) = mean_t;
+        (in_place ? row.ip_issue_us : row.oop_issue_us) =
+            issue < 0 ? -1 : total_issue / n;
         (in_place ? row.ip_wrong : row.oop_wrong) = reported;
       }
       if (rank == 0) {

@@ -200,12 +200,18 @@ std::string Reporter::ToJson() const {
                     JsonQuote(options_.comments[i]));
   }
   absl::StrAppend(&json, "],\n  \"rows\": [");
-  auto result = [this](size_t bytes, double time_us, int64_t wrong) {
+  auto result = [this](size_t bytes, double time_us, int64_t wrong,
+                        double issue_us) {
     const double algbw = AlgBw(bytes, time_us);
     return absl::StrCat("{\"time_us\": ", JsonNumber(time_us),
                         ", \"algbw\": ", JsonNumber(algbw),
                         ", \"busbw\": ", JsonNumber(algbw * bus_factor_),
-                        ", \"wrong\": ", JsonWrong(wrong), "}");
+                        ", \"wrong\": ", JsonWrong(wrong),
+                        issue_us >= 0
+                            ? absl::StrCat(", \"issue_us\": ",
+                                           JsonNumber(issue_us))
+                            : std::string(),
+                        "}");
   };
   for (size_t i = 0; i < rows_.size(); ++i) {
     const Row& row = rows_[i];
@@ -214,9 +220,10 @@ std::string Reporter::ToJson() const {
         ", \"count\": ", row.count, ", \"type\": ", JsonQuote(row.type),
         ", \"redop\": ", JsonQuote(row.redop), ", \"root\": ", row.root,
         ",\n     \"out_of_place\": ",
-        result(row.bytes, row.oop_time_us, row.oop_wrong),
+        result(row.bytes, row.oop_time_us, row.oop_wrong, row.oop_issue_us),
         ",\n     \"in_place\": ",
-        row.has_inplace ? result(row.bytes, row.ip_time_us, row.ip_wrong)
+        row.has_inplace ? result(row.bytes, row.ip_time_us, row.ip_wrong,
+                                 row.ip_issue_us)
                         : std::string("null"),
         "}");
   }

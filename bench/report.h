@@ -89,6 +89,12 @@ struct Row {
   bool has_inplace = true;  // false: the in-place columns print N/A.
   double ip_time_us = 0;
   int64_t ip_wrong = -1;
+  // Host time to issue one call, where calls are queued and waited for once
+  // (device transports, raw NCCL): what the issuing thread spends per call,
+  // whether or not the GPU keeps it waiting. JSON only ("issue_us"); < 0:
+  // not measured.
+  double oop_issue_us = -1;
+  double ip_issue_us = -1;
 };
 
 class Reporter {

@@ -280,6 +280,20 @@ TEST(ReporterTest, JsonHoldsEveryRow) {
   EXPECT_EQ(json.substr(json.size() - 2), "}\n");
 }
 
+TEST(ReporterTest, JsonHoldsIssueTimeWhereMeasured) {
+  Reporter rep(AllReduce4());
+  Row row = SampleRow();
+  row.bytes = 1000;
+  row.oop_time_us = 1.0;
+  row.oop_issue_us = 0.25;  // Measured out of place only.
+  row.ip_time_us = 2.0;
+  rep.AddRow(row);
+  const std::string json = rep.ToJson();
+  EXPECT_THAT(json, HasSubstr("\"wrong\": 0, \"issue_us\": 0.25}"));
+  EXPECT_THAT(json, HasSubstr("\"wrong\": null}"));  // In place: none.
+  EXPECT_EQ(json.find("issue_us"), json.rfind("issue_us"));
+}
+
 TEST(ReporterTest, JsonWithoutRows) {
   Reporter::Options opts;
   opts.collective = "barrier";

@@ -243,10 +243,10 @@ class ThreadBarrier {
 // its own stream; the row's time is the mean over threads (as relay's
 // bench/collectives averages over ranks).
 double TimeThreaded(const std::string& c, std::vector<Gpu>& gpus, size_t count,
-                    bool in_place, const Flags& f) {
+                    bool in_place, const Flags& f, double* issue_us) {
   const int n = static_cast<int>(gpus.size());
   ThreadBarrier barrier(n);
-  std::vector<double> us(n);
+  std::vector<double> us(n), issue(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
@@ -257,6 +257,10 @@ double TimeThreaded(const std::string& c, std::vector<Gpu>& gpus, size_t count,
       barrier.Wait();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < f.iters; ++i) IssueOne(c, g, r, count, in_place, f);
+      issue[r] = std::chrono::duration<double, std::micro>(
+                     std::chrono::steady_clock::now() - start)
+                     .count() /
+                 f.iters;
       CHECK_CUDA(cudaStreamSynchronize(g.stream));
       us[r] = std::chrono::duration<double, std::micro>(
                   std::chrono::steady_clock::now() - start)
@@ -265,8 +269,9 @@ double TimeThreaded(const std::string& c, std::vector<Gpu>& gpus, size_t count,
     });
   }
   for (std::thread& t : threads) t.join();
-  double total = 0;
-  for (double u : us) total += u;
+  double total = 0, total_issue = 0;
+  for (int r = 0; r < n; ++r) total += us[r], total_issue += issue[r];
+  *issue_us = total_issue / n;
   return total / n;
 }
 
@@ -410,14 +415,18 @@ int Main(int argc, char** argv) {
       row.redop = (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? "sum" : "none";
       row.root = (c == "broadcast" || c == "reduce") ? 0 : -1;
       for (bool in_place : {false, true}) {
-        double us = 0;
+        double us = 0, issue_us = 0;
         if (f.threads) {
-          us = TimeThreaded(c, gpus, count, in_place, f);
+          us = TimeThreaded(c, gpus, count, in_place, f, &issue_us);
         } else {
           for (int i = 0; i < f.warmup; ++i) Issue(c, gpus, count, in_place, f);
           SyncAll(gpus);
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < f.iters; ++i) Issue(c, gpus, count, in_place, f);
+          issue_us = std::chrono::duration<double, std::micro>(
+                         std::chrono::steady_clock::now() - start)
+                         .count() /
+                     f.iters;
           SyncAll(gpus);
           us = std::chrono::duration<double, std::micro>(
                    std::chrono::steady_clock::now() - start)
@@ -430,6 +439,7 @@ int Main(int argc, char** argv) {
           total_wrong += wrong;
         }
         (in_place ? row.ip_time_us : row.oop_time_us) = us;
+        (in_place ? row.ip_issue_us : row.oop_issue_us) = issue_us;
         (in_place ? row.ip_wrong : row.oop_wrong) = wrong;
       }
       reporter.PrintRow(stdout, row);
