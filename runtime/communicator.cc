@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "runtime/flight_dump_signal.h"
@@ -492,8 +492,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
   RELAY_ASSIGN_OR_RETURN(std::vector<int32_t> all,
                          GatherColorsAndKeys(color, key, split_index, options));
   std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
-  for (int r = 0; r < size_; ++r) {
-    if (color >= 0 && all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+  for (int r = 0; color >= 0 && r < size_; ++r) {
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
   }
   std::sort(members.begin(), members.end());
   int new_rank = 0;
