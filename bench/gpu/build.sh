@@ -15,6 +15,10 @@
 #   gpu_bin/run_checks.sh OUT             # GPU tests and conformance
 #   gpu_bin/compare_nccl.sh OUT           # relay's NCCL transport vs raw NCCL
 #   gpu_bin/torch_vs_nccl.sh OUT          # torch backend "relay" vs "nccl"
+#   gpu_bin/open_targets.sh OUT           # issue 4's open targets, one call
+# The folder holds 70+ MB with the torch extension's sources; a device
+# lease that carries at most 64 MB can take a copy without torch/ (and
+# stripped binaries) instead.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
