@@ -16,9 +16,9 @@
 #   gpu_bin/compare_nccl.sh OUT           # relay's NCCL transport vs raw NCCL
 #   gpu_bin/torch_vs_nccl.sh OUT          # torch backend "relay" vs "nccl"
 #   gpu_bin/open_targets.sh OUT           # issue 4's open targets, one call
-# The folder holds 70+ MB with the torch extension's sources; a device
-# lease that carries at most 64 MB can take a copy without torch/ (and
-# stripped binaries) instead.
+# The folder holds about 61 MB, 16 of them the torch extension's sources,
+# close to what a device lease carries (64 MB with the tree): a copy
+# without torch/ and with stripped binaries (strip) takes about 30.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
