@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/status_macros.h"
+#include "transports/nccl/finished_prefix.h"
 #include "transports/nccl/nccl_status.h"
 
 namespace relay {
@@ -366,20 +367,16 @@ void Core::WatchdogLoop() {
       lock.unlock();
       // Only Abort removes requests other than this thread, and it sets
       // `aborted` first: the events stay valid unless that is set.
-      size_t finished = 0, unfinished = probe_events.size();
-      bool query_failed = false;
-      while (finished < unfinished) {
-        const size_t mid = finished + (unfinished - finished) / 2;
-        const cudaError_t q = cudaEventQuery(probe_events[mid]);
-        if (q == cudaSuccess) {
-          finished = mid + 1;
-        } else if (q == cudaErrorNotReady) {
-          unfinished = mid;
-        } else {
-          query_failed = true;  // Check() reports it on that request.
-          break;
-        }
-      }
+      // A failed query is reported by Check() on that request.
+      const FinishedPrefixResult found =
+          FinishedPrefix(probe_events.size(), [&](size_t i) {
+            const cudaError_t q = cudaEventQuery(probe_events[i]);
+            return q == cudaSuccess         ? ProbeResult::kFinished
+                   : q == cudaErrorNotReady ? ProbeResult::kRunning
+                                            : ProbeResult::kFailed;
+          });
+      const size_t finished = found.finished;
+      const bool query_failed = found.failed;
       lock.lock();
       if (aborted.load(std::memory_order_acquire)) continue;
       completing.clear();
