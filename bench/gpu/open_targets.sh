@@ -59,7 +59,7 @@ for n in 2 4; do
   variants="relay relay-own-stream"
   [ -n "${BASELINE:-}" ] && variants="$variants baseline baseline-own-stream"
   step "latency_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" FACTOR=4 \
-    VARIANTS="$variants" "$here/nccl_latency.sh" "$out/latency_${n}gpu" 7 all_reduce
+    VARIANTS="$variants" "$here/nccl_latency.sh" "$out/latency_${n}gpu" 5 all_reduce
 done
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
 for f in "$out"/ring_*gpu/ratio_all_reduce.md; do
