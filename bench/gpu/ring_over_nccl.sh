@@ -39,7 +39,7 @@ sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
 depths="${DEPTHS:-2 4 8}"
 {
   gpu_header "$gpus"
-  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; reduce blocks ${REDUCE_BLOCKS:-full}; baseline ${BASELINE:-none}; check ${CHECK:-1}"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; reduce blocks ${REDUCE_BLOCKS:-full}; baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
 } | tee "$out/environment.txt"
 c=all_reduce
 variants=relay
