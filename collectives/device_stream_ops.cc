@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/device_reduce.h"
 #include "collectives/device_reduce_kernels.h"
-#include "collectives/device_runtime.h"
+#include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
 
 namespace relay {

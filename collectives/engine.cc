@@ -243,24 +243,37 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   if (args.kind != CollectiveKind::kBarrier && count == 0) {
     return Request::Completed();
   }
-  const Algorithm algorithm = Resolve(args, size, caps);
-  if (!Implements(algorithm, args.kind)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
-        "' does not implement it"));
-  }
   // A transport that moves device memory only (NCCL) runs even a call with
   // no buffers (a barrier) as device work: the host executor posts a step's
   // receive and send as two operations, and two NCCL launches that each
   // wait for the peer's other one deadlock (NCCL matches by posting order).
   const bool on_device = OnDevice(args) || !caps.host_memory;
+  // On device buffers a transport's host-memory shortcuts do not apply
+  // (loopback offers both): the rendezvous and the shared-memory exchange
+  // hand over host addresses, a fused receive-and-reduce runs a host
+  // function. The cost model then chooses among the scheduled algorithms.
+  TransportCapabilities device_caps;
+  if (on_device) {
+    device_caps = caps;
+    device_caps.shared_address_space = false;
+    device_caps.exchange_bytes = 0;
+    device_caps.fused_recv_reduce = false;
+  }
+  const TransportCapabilities& usable = on_device ? device_caps : caps;
+  const Algorithm algorithm = Resolve(args, size, usable);
+  if (!Implements(algorithm, args.kind)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),
+        "' does not implement it"));
+  }
   if (on_device) {
     if (!caps.stream_ordered || algorithm == Algorithm::kDirect ||
         algorithm == Algorithm::kShm) {
       return absl::UnimplementedError(absl::StrCat(
           CollectiveName(args.kind), ": relay's algorithm '",
           AlgorithmName(algorithm), "' on device buffers needs a "
-          "stream-ordered transport (nccl) and an algorithm other than "
+          "stream-ordered transport (nccl, or loopback built with CUDA) and "
+          "an algorithm other than "
           "direct or shm; ", transport->name(), " is ",
           caps.stream_ordered ? "one" : "not"));
     }
@@ -275,7 +288,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   }
   const DataType dtype = DataTypeOfCall(args);
   if (algorithm == Algorithm::kShm) {
-    return StartShm(*transport, args, count, dtype, caps);
+    return StartShm(*transport, args, count, dtype, usable);
   }
 
   ScheduleParams params;
@@ -294,14 +307,14 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     const size_t bytes = ModelBytes(args.kind, count, dtype, size);
     params.lanes = on_device
         ? std::clamp<size_t>(bytes / kDeviceMinLaneBytes, 1, pipeline_depth_)
-        : std::clamp<size_t>(bytes / SegmentBytes(caps), 1,
+        : std::clamp<size_t>(bytes / SegmentBytes(usable), 1,
                              kMaxPipelineLanes);
     params.lanes = std::min(params.lanes, std::max<size_t>(count, 1));
   }
 
   ExecutionContext ctx;
   ctx.transport = transport;  // The schedule runs on: it shares the wiring.
-  ctx.caps = caps;
+  ctx.caps = usable;
   ctx.send = args.send;
   ctx.recv = args.recv;
   ctx.dtype = dtype;

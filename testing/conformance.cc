@@ -124,9 +124,10 @@ absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
   ConstBuffer send{send_ptr, send_count, c.dtype, Device::Host()};
   Buffer recv{recv_ptr, recv_count, c.dtype, Device::Host()};
 
-  // A transport that moves device memory only (NCCL) gets device copies of
-  // both images, aliased the same way, and the results are copied back.
-  const bool on_device = !comm.capabilities().host_memory;
+  // A transport that moves device memory only (NCCL), or a case asking for
+  // device memory, gets device copies of both images, aliased the same way,
+  // and the results are copied back.
+  const bool on_device = c.on_device || !comm.capabilities().host_memory;
   DeviceMirror mirror;
   if (on_device) {
     RELAY_ASSIGN_OR_RETURN(mirror, DeviceMirror::Of(send_mem, recv_mem));
@@ -171,7 +172,7 @@ std::string ConformanceCase::Name() const {
   return absl::StrCat(CollectiveName(kind), "_", AlgorithmName(algorithm),
                       "_n", size, "_c", count, "_", DataTypeName(dtype), "_",
                       ReduceOpName(op), "_root", root,
-                      in_place ? "_inplace" : "");
+                      in_place ? "_inplace" : "", on_device ? "_device" : "");
 }
 
 namespace {
@@ -299,6 +300,16 @@ std::vector<ConformanceCase> DeviceConformanceCases(int size) {
     if (c.algorithm != Algorithm::kDirect && c.algorithm != Algorithm::kShm) {
       cases.push_back(c);
     }
+  }
+  return cases;
+}
+
+std::vector<ConformanceCase> DeviceAlgorithmConformanceCases(int size) {
+  std::vector<ConformanceCase> cases;
+  for (ConformanceCase c : DeviceConformanceCases(size)) {
+    if (c.algorithm == Algorithm::kNative) continue;
+    c.on_device = true;
+    cases.push_back(c);
   }
   return cases;
 }

@@ -41,6 +41,10 @@ struct ConformanceCase {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   bool in_place = false;
+  // Run on device copies of the buffers even where the transport moves
+  // host memory too (loopback built with CUDA); a transport that moves
+  // device memory only (NCCL) always gets them.
+  bool on_device = false;
 
   std::string Name() const;  // A valid gtest name.
 };
@@ -70,6 +74,11 @@ std::vector<ConformanceCase> NativeConformanceCases(int size);
 // for `size` but direct (which needs a shared address space), run by the
 // stream executor (collectives/stream_executor.h).
 std::vector<ConformanceCase> DeviceConformanceCases(int size);
+
+// relay's own algorithms on device buffers for a transport that moves host
+// memory too (loopback with CUDA): DeviceConformanceCases without the native
+// cases, each with on_device set.
+std::vector<ConformanceCase> DeviceAlgorithmConformanceCases(int size);
 
 // Runs one case on `c.size` ranks as threads; OK or an error naming the
 // rank and the first mismatching elements.

@@ -22,6 +22,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "runtime/spin_lock.h"
+#include "runtime/status_macros.h"
+#include "transports/loopback/device_messages.h"
 
 namespace relay {
 namespace {
@@ -125,21 +127,26 @@ class LoopbackFabric {
   struct Gathering;  // One Rendezvous in progress (below).
 
  public:
+  // A device operation's request is its batch (device_messages.h), and
+  // `op` its index there; -1 for host memory.
   struct PendingSend {
     ConstBuffer data;
     std::shared_ptr<RequestState> request;
+    int op = -1;
   };
   struct PendingRecv {
     ConstBuffer local;  // The reduce operand; unused when reduce is null.
     Buffer dst;
     ReduceFn reduce;
     std::shared_ptr<RequestState> request;
+    int op = -1;
   };
 
   explicit LoopbackFabric(int size)
       : size_(size),
         mailboxes_(MakeEach<Mailbox>(size)),
         lost_(MakeEach<LostRank>(size)),
+        copy_lanes_(MakeEach<loopback_device::CopyLane>(size)),
         exchange_region_bytes_(
             SlotExchange::RegionBytes(size, kLoopbackExchangeBytes)),
         // Anonymous memory: zeroed, page-aligned, and only the pages the
@@ -155,6 +162,8 @@ class LoopbackFabric {
   }
 
   int size() const { return size_; }
+  // The stream `rank`'s incoming device messages are copied on.
+  loopback_device::CopyLane& copy_lane(int rank) { return *copy_lanes_[rank]; }
   // The slots every rank's SlotExchange shares; null if it could not be
   // mapped (then Exchange is not offered).
   void* exchange_region() const {
@@ -180,7 +189,7 @@ class LoopbackFabric {
         it->second.erase(it->second.begin());
         if (it->second.empty()) box.recvs.erase(it);
         BeginDelivery(src, dst);
-        if (send.data.bytes() >= kHandoffBytes) {
+        if (send.op < 0 && send.data.bytes() >= kHandoffBytes) {
           const int64_t now = NowNs();
           if (now - box.last_poll_ns.load(std::memory_order_relaxed) <
               kPollWindowNs) {
@@ -654,6 +663,10 @@ class LoopbackFabric {
   // The one copy (or reduce) of a matched pair, outside every mailbox lock.
   void Deliver(int src, int dst, const PendingSend& send,
                const PendingRecv& recv) {
+    if (send.op >= 0 || recv.op >= 0) {
+      DeliverOnDevice(src, dst, send, recv);
+      return;
+    }
     const size_t bytes = send.data.bytes();
     absl::Status status;
     if (bytes != recv.dst.bytes()) {
@@ -678,6 +691,58 @@ class LoopbackFabric {
     for (DoneCallback& cb : send_callbacks) std::move(cb)(status);
   }
 
+  // A matched pair of which one side or both are device operations: the
+  // copy is queued on the receiver's copy lane, and the batches complete
+  // when it has run (device_messages.h). Mixing host and device memory in
+  // one message is refused, except for an empty one.
+  void DeliverOnDevice(int src, int dst, const PendingSend& send,
+                       const PendingRecv& recv) {
+    const size_t bytes = send.data.bytes();
+    absl::Status status;
+    if (bytes != recv.dst.bytes()) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "message size mismatch: a send of ", bytes,
+          " bytes matched a receive of ", recv.dst.bytes(), " bytes"));
+    } else if ((send.op < 0 || recv.op < 0) && bytes > 0) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "a message of ", bytes, " bytes from ",
+          send.op < 0 ? "host" : "device", " memory to ",
+          recv.op < 0 ? "host" : "device", " memory: loopback moves device "
+          "memory between device buffers only"));
+    }
+    auto batch_of = [](const std::shared_ptr<RequestState>& r) {
+      return std::static_pointer_cast<loopback_device::DeviceBatch>(r);
+    };
+    if (status.ok()) {
+      if (send.op >= 0 && recv.op >= 0) {
+        auto from = batch_of(send.request), into = batch_of(recv.request);
+        status = copy_lane(dst).Queue(from->ready(), into->ready(), send.data,
+                                      recv.dst, from->release(send.op),
+                                      into->release(recv.op));
+      } else {
+        // Empty, one side on the host: nothing to copy or wait for.
+        if (send.op >= 0) batch_of(send.request)->release(send.op).WriteFromHost();
+        if (recv.op >= 0) batch_of(recv.request)->release(recv.op).WriteFromHost();
+      }
+    }
+    DoneCallbacks recv_callbacks, send_callbacks;
+    if (!status.ok()) {
+      recv.request->MarkDone(status, &recv_callbacks);
+      send.request->MarkDone(status, &send_callbacks);
+    } else {
+      if (recv.op < 0) recv.request->MarkDone(status, &recv_callbacks);
+      if (send.op < 0) send.request->MarkDone(status, &send_callbacks);
+    }
+    EndDelivery(src);
+    EndDelivery(dst);
+    for (DoneCallback& cb : recv_callbacks) std::move(cb)(status);
+    for (DoneCallback& cb : send_callbacks) std::move(cb)(status);
+    if (status.ok()) {
+      if (recv.op >= 0) batch_of(recv.request)->Matched(batch_of(recv.request));
+      if (send.op >= 0) batch_of(send.request)->Matched(batch_of(send.request));
+    }
+  }
+
   // Read-only after construction, read by every call of every rank: kept
   // off the cache lines that the rendezvous writes (on a 2-core VM the
   // false sharing with rendezvous_mu_ showed as 3% of an 8 B all_reduce's
@@ -685,6 +750,7 @@ class LoopbackFabric {
   const int size_;
   const std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // By destination rank.
   const std::vector<std::unique_ptr<LostRank>> lost_;
+  const std::vector<std::unique_ptr<loopback_device::CopyLane>> copy_lanes_;
   // Set with the first rank's lost flag: until then, arrivals skip the check
   // of every rank's flag.
   alignas(64) std::atomic<bool> any_lost_{false};
@@ -751,6 +817,8 @@ TransportCapabilities LoopbackTransport::capabilities() const {
   caps.bandwidth_gbps = 10.0;
   caps.wait_spin = end_->spin_budget;
   caps.exchange_bytes = exchange_ != nullptr ? kLoopbackExchangeBytes : 0;
+  // Device memory where CUDA can queue the copies (device_messages.h).
+  caps.device_memory = caps.stream_ordered = loopback_device::Available();
   return caps;
 }
 
@@ -769,6 +837,12 @@ absl::Status CheckPeer(int peer, int size) {
 absl::StatusOr<Request> LoopbackTransport::Isend(int peer, Tag tag,
                                                  ConstBuffer data,
                                                  absl::Time deadline) {
+  if (!data.device.is_host()) {
+    return PostDevice({{PeerOp::Kind::kSend, peer, tag,
+                        Buffer{const_cast<void*>(data.data), data.count,
+                               data.dtype, data.device}}},
+                      /*stream=*/nullptr, deadline);
+  }
   if (absl::Status s = CheckPeer(peer, size()); !s.ok()) return s;
   auto request = std::make_shared<LoopbackRequest>(deadline, end_);
   fabric_->Send(rank_, peer, tag, {data, request});
@@ -778,6 +852,10 @@ absl::StatusOr<Request> LoopbackTransport::Isend(int peer, Tag tag,
 absl::StatusOr<Request> LoopbackTransport::Irecv(int peer, Tag tag,
                                                  Buffer data,
                                                  absl::Time deadline) {
+  if (!data.device.is_host()) {
+    return PostDevice({{PeerOp::Kind::kRecv, peer, tag, data}},
+                      /*stream=*/nullptr, deadline);
+  }
   return PostRecv(peer, tag, ConstBuffer{}, data, nullptr, deadline);
 }
 
@@ -791,6 +869,11 @@ absl::StatusOr<Request> LoopbackTransport::IrecvReduce(int peer, Tag tag,
   }
   if (reduce == nullptr) {
     return absl::InvalidArgumentError("IrecvReduce: null reduce function");
+  }
+  if (!local.device.is_host() || !dst.device.is_host()) {
+    return absl::InvalidArgumentError(
+        "IrecvReduce: its reduce function runs on the host; loopback "
+        "receives device memory with Irecv only");
   }
   if (local.count != dst.count) {
     return absl::InvalidArgumentError(
@@ -808,6 +891,57 @@ absl::StatusOr<Request> LoopbackTransport::PostRecv(int peer, Tag tag,
   auto request = std::make_shared<LoopbackRequest>(deadline, end_);
   fabric_->Recv(peer, rank_, tag, {local, dst, reduce, request});
   return Request(std::move(request));
+}
+
+absl::StatusOr<Request> LoopbackTransport::PostBatch(
+    absl::Span<const PeerOp> ops, void* cuda_stream, absl::Time deadline) {
+  const bool device = std::any_of(ops.begin(), ops.end(), [](const PeerOp& op) {
+    return !op.data.device.is_host();
+  });
+  if (!device) return Transport::PostBatch(ops, cuda_stream, deadline);
+  return PostDevice(ops, cuda_stream, deadline);
+}
+
+absl::StatusOr<Request> LoopbackTransport::PostDevice(
+    absl::Span<const PeerOp> ops, void* cuda_stream, absl::Time deadline) {
+  if (!loopback_device::Available()) {
+    return absl::InvalidArgumentError(
+        "loopback: device memory, but this build has no CUDA, no GPU is "
+        "visible, or the driver lacks stream memory operations");
+  }
+  bool receives = false;
+  for (const PeerOp& op : ops) {
+    RELAY_RETURN_IF_ERROR(CheckPeer(op.peer, size()));
+    if (op.data.device.is_host() && op.data.count > 0) {
+      return absl::InvalidArgumentError(
+          "loopback: a batch mixes host and device memory; post them "
+          "separately");
+    }
+    receives |= op.kind == PeerOp::Kind::kRecv;
+  }
+  if (receives) RELAY_RETURN_IF_ERROR(fabric_->copy_lane(rank_).Ensure());
+  RELAY_ASSIGN_OR_RETURN(
+      std::shared_ptr<loopback_device::DeviceBatch> batch,
+      loopback_device::DeviceBatch::Post(ops.size(), cuda_stream, deadline));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const PeerOp& op = ops[i];
+    if (op.kind == PeerOp::Kind::kSend) {
+      fabric_->Send(rank_, op.peer, op.tag,
+                    {ConstBuffer{op.data.data, op.data.count, op.data.dtype,
+                                 op.data.device},
+                     batch, static_cast<int>(i)});
+    } else {
+      fabric_->Recv(op.peer, rank_, op.tag,
+                    {ConstBuffer{}, op.data, nullptr, batch,
+                     static_cast<int>(i)});
+    }
+  }
+  return Request(std::move(batch));
+}
+
+absl::Status LoopbackTransport::CheckMemory(const ConstBuffer& data,
+                                            absl::string_view what) const {
+  return loopback_device::CheckDeviceMemory(data, std::string(what).c_str());
 }
 
 absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,

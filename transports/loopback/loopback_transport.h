@@ -1,8 +1,10 @@
 // File: transports/loopback/loopback_transport.h
 //
 // The loopback transport: N ranks as threads of one process, moving host
-// memory. It is relay's default transport and its test vehicle, and it is
-// built to be fast rather than to pretend:
+// memory, and device memory where the build has CUDA and a GPU is visible
+// (one copy between GPUs per message, queued on CUDA streams:
+// device_messages.h). It is relay's default transport and its test vehicle,
+// and it is built to be fast rather than to pretend:
 //   - A message costs one copy, made straight from the sender's buffer into
 //     the receiver's by whichever side arrives second (no staging buffer).
 //   - IrecvReduce reduces the sender's bytes straight into the destination
@@ -84,6 +86,15 @@ class LoopbackTransport final : public Transport {
   absl::StatusOr<Request> IrecvReduce(int peer, Tag tag, ConstBuffer local,
                                       Buffer dst, ReduceFn reduce,
                                       absl::Time deadline) override;
+  // Device memory (where loopback_device::Available()): a batch is queued on
+  // `cuda_stream` as NCCL's group would be (device_messages.h). Host
+  // memory: each op through Isend and Irecv.
+  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+                                    void* cuda_stream,
+                                    absl::Time deadline) override;
+  // Declared device memory must live on the GPU it names.
+  absl::Status CheckMemory(const ConstBuffer& data,
+                           absl::string_view what) const override;
   bool Progress() override;
   absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
                                      size_t record_bytes, CombineFn combine,
@@ -96,6 +107,8 @@ class LoopbackTransport final : public Transport {
   void Abort(absl::Status reason) override;
 
  private:
+  absl::StatusOr<Request> PostDevice(absl::Span<const PeerOp> ops,
+                                     void* cuda_stream, absl::Time deadline);
   absl::StatusOr<Request> PostRecv(int peer, Tag tag, ConstBuffer local,
                                    Buffer dst, ReduceFn reduce,
                                    absl::Time deadline);

@@ -1,6 +1,6 @@
 // Built instead of device_runtime.cu where CUDA was not found at configure
 // time: every call reports that there is no CUDA.
-#include "collectives/device_runtime.h"
+#include "runtime/device_runtime.h"
 
 namespace relay {
 namespace device_runtime {
@@ -8,7 +8,16 @@ namespace {
 constexpr int kNoCuda = -1;
 }  // namespace
 
+int DeviceCount(int* count) {
+  *count = 0;
+  return kNoCuda;
+}
 int CurrentDevice(int*) { return kNoCuda; }
+int DeviceOfPointer(const void*, int* device) {
+  *device = -1;
+  return kNoCuda;
+}
+const char* ErrorString(int) { return "this build of relay has no CUDA"; }
 int CreateNonBlockingStream(void**) { return kNoCuda; }
 int DestroyStream(void*) { return kNoCuda; }
 int CreateEvent(void**) { return kNoCuda; }
@@ -20,6 +29,13 @@ int SynchronizeEvent(void*) { return kNoCuda; }
 int AllocateAsync(void**, size_t, void*) { return kNoCuda; }
 int FreeAsync(void*, void*) { return kNoCuda; }
 int CopyAsync(void*, const void*, size_t, void*) { return kNoCuda; }
+int CopyPeerAsync(void*, int, const void*, int, size_t, void*) {
+  return kNoCuda;
+}
+bool StreamWordsAvailable() { return false; }
+int AllocateHostWords(uint32_t**, size_t) { return kNoCuda; }
+int StreamWaitWord(void*, const uint32_t*, uint32_t) { return kNoCuda; }
+int StreamWriteWord(void*, uint32_t*, uint32_t) { return kNoCuda; }
 
 }  // namespace device_runtime
 }  // namespace relay

@@ -1,0 +1,262 @@
+// The CUDA runtime side of runtime/device_runtime.h (host code only;
+// compiled by nvcc with the rest of the device code).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+#include "runtime/device_runtime.h"
+
+static_assert(relay::device_runtime::kNotReady == cudaErrorNotReady,
+              "kNotReady must be cudaErrorNotReady");
+
+namespace relay {
+namespace device_runtime {
+
+int DeviceCount(int* count) {
+  *count = 0;
+  const cudaError_t e = cudaGetDeviceCount(count);
+  if (e != cudaSuccess) *count = 0;
+  return e;
+}
+
+int CurrentDevice(int* device) { return cudaGetDevice(device); }
+
+int DeviceOfPointer(const void* ptr, int* device) {
+  *device = -1;
+  cudaPointerAttributes a = {};
+  const cudaError_t e = cudaPointerGetAttributes(&a, ptr);
+  if (e == cudaErrorInvalidValue) {  // An address CUDA has never seen.
+    cudaGetLastError();               // Not sticky, but clear it anyway.
+    return cudaSuccess;
+  }
+  if (e != cudaSuccess) return e;
+  if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) {
+    *device = a.device;
+  }
+  return cudaSuccess;
+}
+
+const char* ErrorString(int error) {
+  return cudaGetErrorString(static_cast<cudaError_t>(error));
+}
+
+int CreateNonBlockingStream(void** stream) {
+  cudaStream_t s = nullptr;
+  const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  *stream = s;
+  return e;
+}
+
+int DestroyStream(void* stream) {
+  return cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+
+int CreateEvent(void** event) {
+  cudaEvent_t e = nullptr;
+  const cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  *event = e;
+  return r;
+}
+
+int DestroyEvent(void* event) {
+  return cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+int RecordEvent(void* event, void* stream) {
+  return cudaEventRecord(static_cast<cudaEvent_t>(event),
+                         static_cast<cudaStream_t>(stream));
+}
+
+int StreamWaitEvent(void* stream, void* event) {
+  return cudaStreamWaitEvent(static_cast<cudaStream_t>(stream),
+                             static_cast<cudaEvent_t>(event), 0);
+}
+
+int QueryEvent(void* event) {
+  return cudaEventQuery(static_cast<cudaEvent_t>(event));
+}
+
+int SynchronizeEvent(void* event) {
+  return cudaEventSynchronize(static_cast<cudaEvent_t>(event));
+}
+
+namespace {
+
+// relay's own stream-ordered pool for each device. The device's default
+// pool gives its memory back at every synchronisation (its release
+// threshold is 0), so a collective that allocates its scratch each call
+// had it mapped anew each call; this pool keeps what it has (up to the
+// largest scratch a call needed) and leaves the default pool, which the
+// application may tune, alone.
+constexpr int kMaxDevices = 64;
+cudaMemPool_t pools[kMaxDevices];
+std::once_flag pool_once[kMaxDevices];
+cudaError_t pool_error[kMaxDevices];
+
+cudaError_t PoolOf(int device, cudaMemPool_t* pool) {
+  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
+  std::call_once(pool_once[device], [device] {
+    cudaMemPoolProps props = {};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaError_t e = cudaMemPoolCreate(&pools[device], &props);
+    if (e == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      e = cudaMemPoolSetAttribute(pools[device],
+                                  cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    pool_error[device] = e;
+  });
+  *pool = pools[device];
+  return pool_error[device];
+}
+
+}  // namespace
+
+int AllocateAsync(void** ptr, size_t bytes, void* stream) {
+  // The stream's device, as cudaMallocAsync would use (the legacy stream
+  // is the current device's).
+  int device = 0;
+  cudaError_t e = stream == nullptr
+                      ? cudaGetDevice(&device)
+                      : cudaStreamGetDevice(static_cast<cudaStream_t>(stream),
+                                            &device);
+  cudaMemPool_t pool = nullptr;
+  if (e == cudaSuccess) e = PoolOf(device, &pool);
+  if (e != cudaSuccess) return e;
+  return cudaMallocFromPoolAsync(ptr, bytes, pool,
+                                 static_cast<cudaStream_t>(stream));
+}
+
+int FreeAsync(void* ptr, void* stream) {
+  return cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream));
+}
+
+int CopyAsync(void* dst, const void* src, size_t bytes, void* stream) {
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                         static_cast<cudaStream_t>(stream));
+}
+
+namespace {
+
+// Peer access is a property of a pair of devices in the process, enabled
+// once (a second cudaDeviceEnablePeerAccess fails with
+// cudaErrorPeerAccessAlreadyEnabled).
+std::once_flag peer_once[kMaxDevices][kMaxDevices];
+
+// Lets `device` read and write `peer`'s memory where the hardware can;
+// the calling thread's current device is restored.
+void EnablePeerAccess(int device, int peer) {
+  if (device == peer || device < 0 || peer < 0 || device >= kMaxDevices ||
+      peer >= kMaxDevices) {
+    return;
+  }
+  std::call_once(peer_once[device][peer], [device, peer] {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || !can) {
+      cudaGetLastError();
+      return;  // cudaMemcpyPeerAsync stages through the host instead.
+    }
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) return;
+    if (cudaSetDevice(device) == cudaSuccess) {
+      const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+      if (e != cudaSuccess) cudaGetLastError();  // Already enabled: fine.
+    }
+    cudaSetDevice(current);
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// cuStreamWaitValue32 and cuStreamWriteValue32 are driver calls; the
+// runtime hands out their entry points, so relay links no libcuda.
+using StreamValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t,
+                                   unsigned int);
+struct StreamValueCalls {
+  StreamValueFn wait = nullptr;
+  StreamValueFn write = nullptr;
+};
+
+const StreamValueCalls& StreamValues() {
+  static const StreamValueCalls calls = [] {
+    StreamValueCalls c;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    void* fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000,
+                                         cudaEnableDefault, &found) ==
+            cudaSuccess &&
+        found == cudaDriverEntryPointSuccess) {
+      c.wait = reinterpret_cast<StreamValueFn>(fn);
+    }
+    fn = nullptr;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
+                                         cudaEnableDefault, &found) ==
+            cudaSuccess &&
+        found == cudaDriverEntryPointSuccess) {
+      c.write = reinterpret_cast<StreamValueFn>(fn);
+    }
+    cudaGetLastError();
+    return c;
+  }();
+  return calls;
+}
+
+// A driver error as the runtime's value: the numbering of the errors both
+// have (invalid value, not supported, ...) is the same.
+int FromDriver(CUresult r) { return static_cast<int>(r); }
+
+}  // namespace
+
+bool StreamWordsAvailable() {
+  const StreamValueCalls& c = StreamValues();
+  return c.wait != nullptr && c.write != nullptr;
+}
+
+int AllocateHostWords(uint32_t** words, size_t count) {
+  void* p = nullptr;
+  const cudaError_t e =
+      cudaHostAlloc(&p, count * sizeof(uint32_t),
+                    cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e != cudaSuccess) return e;
+  std::memset(p, 0, count * sizeof(uint32_t));
+  *words = static_cast<uint32_t*>(p);
+  return cudaSuccess;
+}
+
+int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value) {
+  const StreamValueCalls& c = StreamValues();
+  if (c.wait == nullptr) return cudaErrorNotSupported;
+  // Mapped, portable host memory has one address on the host and on every
+  // GPU (unified addressing).
+  return FromDriver(c.wait(static_cast<CUstream>(stream),
+                           reinterpret_cast<CUdeviceptr>(word), value,
+                           CU_STREAM_WAIT_VALUE_GEQ));
+}
+
+int StreamWriteWord(void* stream, uint32_t* word, uint32_t value) {
+  const StreamValueCalls& c = StreamValues();
+  if (c.write == nullptr) return cudaErrorNotSupported;
+  return FromDriver(c.write(static_cast<CUstream>(stream),
+                            reinterpret_cast<CUdeviceptr>(word), value,
+                            CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                  size_t bytes, void* stream) {
+  if (dst_device != src_device) {
+    EnablePeerAccess(dst_device, src_device);
+    EnablePeerAccess(src_device, dst_device);
+  }
+  return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes,
+                             static_cast<cudaStream_t>(stream));
+}
+
+}  // namespace device_runtime
+}  // namespace relay

@@ -1,0 +1,77 @@
+// File: runtime/device_runtime.h
+//
+// The CUDA runtime calls that relay's algorithms and transports make
+// (streams, events, stream-ordered memory, copies between GPUs), as a plain
+// C++ interface (no Abseil, no CUDA headers), so a build without CUDA links
+// a stub and code above it compiles either way. It lives in runtime/ so that
+// collectives/ (the stream executor, through device_stream_ops.h) and
+// transports/ (loopback's copies between GPUs) share one shim. Every call
+// returns a cudaError_t value (0: success; the stub returns -1), which
+// ErrorString explains.
+#ifndef RELAY_RUNTIME_DEVICE_RUNTIME_H_
+#define RELAY_RUNTIME_DEVICE_RUNTIME_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace relay {
+namespace device_runtime {
+
+// Visible GPUs; 0 (and an error) without CUDA or a driver.
+int DeviceCount(int* count);
+// The device current on this thread.
+int CurrentDevice(int* device);
+// The device memory at `ptr` lives on, or -1 for host memory (registered,
+// pinned or pageable) and addresses CUDA does not know.
+int DeviceOfPointer(const void* ptr, int* device);
+// What an error value means (cudaGetErrorString; "no CUDA" in the stub).
+const char* ErrorString(int error);
+// A stream that does not synchronise with the legacy default stream.
+int CreateNonBlockingStream(void** stream);
+// Returns at once; the stream is released when its queued work finishes.
+int DestroyStream(void* stream);
+// An event without timing (cheapest to record and wait on).
+int CreateEvent(void** event);
+int DestroyEvent(void* event);
+int RecordEvent(void* event, void* stream);
+int StreamWaitEvent(void* stream, void* event);
+// 0 once the work before the event's record has finished; 600
+// (cudaErrorNotReady) while it has not.
+int QueryEvent(void* event);
+int SynchronizeEvent(void* event);
+// Stream-ordered allocation from relay's own pool on the current device,
+// which keeps its memory between calls (see device_runtime.cu).
+int AllocateAsync(void** ptr, size_t bytes, void* stream);
+int FreeAsync(void* ptr, void* stream);
+int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
+// `bytes` from GPU `src_device` to GPU `dst_device` (the same one or
+// another) on `stream`. The first copy between two GPUs enables peer
+// access both ways where the hardware has it (NVLink or PCIe), so the copy
+// engines move the data directly; where it has not, CUDA stages the copy
+// through host memory. Thread-safe; leaves the calling thread's current
+// device as it was.
+int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
+                  size_t bytes, void* stream);
+
+// Flags in host memory that streams wait on and write (CUDA's stream memory
+// operations), for ordering work on one GPU after work another host thread
+// has not queued yet: a stream can wait for a word that a copy queued later
+// will write. Words are pinned host memory mapped into every GPU's address
+// space (zeroed), never freed: a stream may still read one after its owner
+// is gone.
+// True where this build and the driver offer stream memory operations.
+bool StreamWordsAvailable();
+int AllocateHostWords(uint32_t** words, size_t count);
+// `stream` waits until (int32_t)(*word - value) >= 0: until the word has
+// reached `value`, counting with wrap-around.
+int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value);
+// Writes `value` to the word once the work queued on `stream` before it has
+// finished (and its memory writes are visible).
+int StreamWriteWord(void* stream, uint32_t* word, uint32_t value);
+
+constexpr int kNotReady = 600;  // cudaErrorNotReady
+
+}  // namespace device_runtime
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_DEVICE_RUNTIME_H_

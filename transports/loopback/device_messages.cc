@@ -1,0 +1,281 @@
+#include "transports/loopback/device_messages.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/device_runtime.h"
+
+namespace relay {
+namespace loopback_device {
+namespace rt = device_runtime;
+
+namespace {
+
+absl::Status CudaError(int error, absl::string_view what) {
+  return absl::InternalError(
+      absl::StrCat("loopback: ", what, ": ", rt::ErrorString(error)));
+}
+
+// Release words, handed out with the value that releases their next use.
+// A word's values only grow (by one per use), so a stream still waiting
+// for an earlier use of a reused word is released by the later write too.
+class WordPool {
+ public:
+  static WordPool& Get() {
+    static WordPool* pool = new WordPool();  // Never freed: see the header.
+    return *pool;
+  }
+
+  absl::StatusOr<ReleaseWord> Acquire() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (free_.empty()) {
+      uint32_t* words = nullptr;
+      if (int e = rt::AllocateHostWords(&words, kChunk); e != 0) {
+        return CudaError(e, "pinned release words");
+      }
+      for (size_t i = 0; i < kChunk; ++i) free_.push_back({words + i, 0});
+    }
+    ReleaseWord w = free_.back();
+    free_.pop_back();
+    ++w.value;
+    return w;
+  }
+
+  void Return(const ReleaseWord& w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(w);
+  }
+
+ private:
+  static constexpr size_t kChunk = 1024;
+  std::mutex mu_;
+  std::vector<ReleaseWord> free_;  // With the value of their last use.
+};
+
+// Completes batches whose copies finished while nobody waited on them, so
+// their OnDone callbacks run (the stream executor finishes a collective
+// from the last batch's). One thread for the process, started with the
+// first batch that needs it; it polls host memory only (the release
+// words), every kSweep while batches are pending, and sleeps otherwise.
+class Watcher {
+ public:
+  static Watcher& Get() {
+    static Watcher* watcher = new Watcher();  // Its thread outlives main.
+    return *watcher;
+  }
+
+  void Add(std::shared_ptr<DeviceBatch> batch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(std::move(batch));
+    if (!started_) {
+      started_ = true;
+      std::thread([this] { Run(); }).detach();
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  static constexpr std::chrono::microseconds kSweep{20};
+
+  void Run() {
+    std::vector<std::shared_ptr<DeviceBatch>> sweep;
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (sweep.empty()) {
+          wake_.wait(lock, [&] { return !pending_.empty(); });
+        }
+        for (auto& b : pending_) sweep.push_back(std::move(b));
+        pending_.clear();
+      }
+      // Completing runs callbacks: outside the lock.
+      std::vector<std::shared_ptr<DeviceBatch>> left;
+      for (auto& b : sweep) {
+        if (!b->Check()) left.push_back(std::move(b));
+      }
+      sweep.swap(left);
+      if (!sweep.empty()) std::this_thread::sleep_for(kSweep);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::vector<std::shared_ptr<DeviceBatch>> pending_;  // Guarded by mu_.
+  bool started_ = false;                               // Guarded by mu_.
+};
+
+}  // namespace
+
+bool Available() {
+  static const bool available = [] {
+    int count = 0;
+    return rt::DeviceCount(&count) == 0 && count > 0 &&
+           rt::StreamWordsAvailable();
+  }();
+  return available;
+}
+
+absl::Status CheckDeviceMemory(const ConstBuffer& data, const char* what) {
+  if (data.device.is_host() || data.count == 0) return absl::OkStatus();
+  int device = -1;
+  if (int e = rt::DeviceOfPointer(data.data, &device); e != 0) {
+    return CudaError(e, absl::StrCat(what, ": where its memory lives"));
+  }
+  if (device < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is declared as memory of GPU ", data.device.index,
+        ", but it is host memory (or not CUDA's)"));
+  }
+  if (device != data.device.index) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is declared as memory of GPU ", data.device.index,
+                     ", but it lives on GPU ", device));
+  }
+  return absl::OkStatus();
+}
+
+bool ReleaseWord::Reached() const {
+  // Written by a GPU (or by the host on failure); an atomic read of the
+  // pinned word, so the copy's data is visible after it.
+  const uint32_t now =
+      reinterpret_cast<std::atomic<uint32_t>*>(word)->load(
+          std::memory_order_acquire);
+  return static_cast<int32_t>(now - value) >= 0;
+}
+
+void ReleaseWord::WriteFromHost() const {
+  reinterpret_cast<std::atomic<uint32_t>*>(word)->store(
+      value, std::memory_order_release);
+}
+
+CopyLane::~CopyLane() {
+  if (stream_ != nullptr) rt::DestroyStream(stream_);
+}
+
+absl::Status CopyLane::Ensure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream_ != nullptr) return absl::OkStatus();
+  if (int e = rt::CreateNonBlockingStream(&stream_); e != 0) {
+    stream_ = nullptr;
+    return CudaError(e, "the receiver's copy stream");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyLane::Queue(void* send_ready, void* recv_ready,
+                             const ConstBuffer& src, const Buffer& dst,
+                             const ReleaseWord& send_release,
+                             const ReleaseWord& recv_release) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stream_ == nullptr) {
+    return absl::InternalError("loopback: a device receive without a lane");
+  }
+  if (int e = rt::StreamWaitEvent(stream_, send_ready); e != 0) {
+    return CudaError(e, "waiting for the sender's stream");
+  }
+  if (int e = rt::StreamWaitEvent(stream_, recv_ready); e != 0) {
+    return CudaError(e, "waiting for the receiver's stream");
+  }
+  if (const size_t bytes = dst.bytes(); bytes > 0) {
+    if (int e = rt::CopyPeerAsync(dst.data, dst.device.index, src.data,
+                                  src.device.index, bytes, stream_);
+        e != 0) {
+      return CudaError(e, absl::StrCat("copying ", bytes, " bytes from GPU ",
+                                       src.device.index, " to GPU ",
+                                       dst.device.index));
+    }
+  }
+  if (int e = rt::StreamWriteWord(stream_, send_release.word,
+                                  send_release.value);
+      e != 0) {
+    return CudaError(e, "releasing the sender's stream");
+  }
+  if (int e = rt::StreamWriteWord(stream_, recv_release.word,
+                                  recv_release.value);
+      e != 0) {
+    return CudaError(e, "releasing the receiver's stream");
+  }
+  return absl::OkStatus();
+}
+
+DeviceBatch::DeviceBatch(absl::Time deadline, size_t ops)
+    : RequestState(deadline), unmatched_(ops) {
+  releases_.reserve(ops);
+}
+
+DeviceBatch::~DeviceBatch() {
+  if (ready_ != nullptr) rt::DestroyEvent(ready_);
+  // A failed batch's words may still be written by a copy queued before
+  // the failure: they are not reused (WordPool's values must only grow).
+  if (done() && status().ok()) {
+    for (const ReleaseWord& w : releases_) WordPool::Get().Return(w);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<DeviceBatch>> DeviceBatch::Post(
+    size_t ops, void* stream, absl::Time deadline) {
+  std::shared_ptr<DeviceBatch> b(new DeviceBatch(deadline, ops));
+  // A batch that fails lets go of every stream it holds.
+  b->OnCompleting([raw = b.get()](const absl::Status& s) {
+    if (s.ok()) return;
+    for (const ReleaseWord& w : raw->releases_) w.WriteFromHost();
+  });
+  if (int e = rt::CreateEvent(&b->ready_); e != 0) {
+    b->ready_ = nullptr;
+    return CudaError(e, "creating a batch's event");
+  }
+  if (int e = rt::RecordEvent(b->ready_, stream); e != 0) {
+    return CudaError(e, "recording a batch's event on its stream (is the "
+                        "stream of this thread's current GPU?)");
+  }
+  absl::Status held;
+  for (size_t i = 0; i < ops && held.ok(); ++i) {
+    absl::StatusOr<ReleaseWord> w = WordPool::Get().Acquire();
+    if (!w.ok()) {
+      held = w.status();
+      break;
+    }
+    b->releases_.push_back(*w);
+    if (int e = rt::StreamWaitWord(stream, w->word, w->value); e != 0) {
+      held = CudaError(e, "holding the stream for a batch");
+    }
+  }
+  if (!held.ok()) {
+    b->Complete(held);  // Writes the words it took: the stream goes on.
+    return held;
+  }
+  return b;
+}
+
+void DeviceBatch::Matched(std::shared_ptr<DeviceBatch> self) {
+  if (unmatched_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (!Check()) Watcher::Get().Add(std::move(self));
+}
+
+bool DeviceBatch::Check() {
+  if (done()) return true;
+  if (unmatched_.load(std::memory_order_acquire) != 0) return false;
+  for (const ReleaseWord& w : releases_) {
+    if (!w.Reached()) return false;
+  }
+  Complete(absl::OkStatus());
+  return true;
+}
+
+bool DeviceBatch::Progress() { return !done() && Check(); }
+
+absl::Status DeviceBatch::StreamWait(void* cuda_stream) {
+  if (done()) return status();
+  for (const ReleaseWord& w : releases_) {
+    if (int e = rt::StreamWaitWord(cuda_stream, w.word, w.value); e != 0) {
+      return CudaError(e, "StreamWait");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace loopback_device
+}  // namespace relay
