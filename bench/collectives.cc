@@ -77,6 +77,12 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      rank) to core r % cores; auto (default) pins when the
                      ranks on this host <= cores, as mpirun binds by default,
                      except over nccl (NCCL's threads would inherit the pin)
+  --memory host|device
+                     where the buffers live (default host); device runs a
+                     transport that moves both (loopback built with CUDA,
+                     one GPU per rank, round robin) on device copies.
+                     Transports that move device memory only (nccl) always
+                     run on device copies
   --cuda-stream default|own
                      device transports: pass no stream (the legacy default
                      stream; default) or a stream of each rank's own, which
@@ -111,6 +117,7 @@ bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
   std::string json;
   std::string bind = "auto";
   bool own_stream = false;
+  bool device_memory = false;  // --memory device
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -151,6 +158,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.bind = p.OneOf({"auto", "core", "none"});
     } else if (flag == "--cuda-stream") {
       f.own_stream = p.OneOf({"default", "own"}) == "own";
+    } else if (flag == "--memory") {
+      f.device_memory = p.OneOf({"host", "device"}) == "device";
     } else if (flag == "--json") {
       f.json = p.value();
     } else {
@@ -357,7 +366,14 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
                     int64_t* wrong) {
   const int rank = comm.rank();
   const TransportCapabilities caps = comm.capabilities();
-  const bool on_device = !caps.host_memory;
+  const bool on_device = f.device_memory || !caps.host_memory;
+  if (on_device && !caps.device_memory) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory device: transport ", f.transport, " does not move device "
+        "memory here (a build without CUDA, or no GPU visible)"));
+  }
+  // A stream-ordered transport on device memory queues the timed calls.
+  const bool queued = on_device && caps.stream_ordered;
   Call call = MakeCall(kind, f, rank, count, in_place);
   DeviceMirror device;
   if (on_device) {
@@ -383,7 +399,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
     Request last;
     for (int i = 0; i < iters; ++i) {
       RELAY_ASSIGN_OR_RETURN(Request r, start_one());
-      if (caps.stream_ordered) {
+      if (queued) {
         last = std::move(r);
       } else {
         RELAY_RETURN_IF_ERROR(r.Wait());
@@ -402,7 +418,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   const absl::Time start = absl::Now();
   RELAY_RETURN_IF_ERROR(run(f.iters));
   *time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / f.iters;
-  *issue_us = caps.stream_ordered
+  *issue_us = queued
                   ? absl::ToDoubleMicroseconds(issued - start) / f.iters
                   : -1;
   *wrong = -1;
@@ -570,7 +586,8 @@ int Main(int argc, char** argv) {
         absl::StrCat("relay ", CollectiveName(kind), ": ", f.ranks,
                      " ranks, transport ", f.transport, ", algorithm ",
                      AlgorithmName(f.algorithm), ", bind ", f.bind,
-                     f.own_stream ? ", own CUDA stream per rank" : ""),
+                     f.own_stream ? ", own CUDA stream per rank" : "",
+                     f.device_memory ? ", device memory" : ""),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
     reporters.emplace_back(o);

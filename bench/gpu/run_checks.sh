@@ -29,6 +29,7 @@ check() {  # name, command...
 }
 check device_reduce_test "$here/device_reduce_test"
 check nccl_transport_test "$here/nccl_transport_test"
+check loopback_device_test "$here/loopback_device_test"
 for n in 2 "$gpus"; do
   [ "$n" -ge 2 ] && [ "$n" -le "$gpus" ] || continue
   check "conformance_processes_$n" python3 "$here/relayrun" -n "$n" \

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# File: bench/gpu/loopback_on_gpus.sh
+#
+# The loopback transport on device memory (transports/loopback/
+# device_messages.h: ranks as threads, one copy between GPUs per message)
+# on a GPU host, from the folder bench/gpu/build.sh filled: its GPU tests,
+# then relay's all_reduce on device buffers over loopback (the stream
+# executor; ring and the cost model's choice) against raw NCCL's
+# all_reduce on the same GPUs, on 2 GPUs and (where the host has them) 4.
+# Each step is cut off at its limit; the limits add up to 470 s.
+#
+# Usage: loopback_on_gpus.sh OUT_DIR
+# Environment: MIN_SIZE, MAX_SIZE (default 1M .. 1G, x4)
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: loopback_on_gpus.sh OUT_DIR}"
+mkdir -p "$out"
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
+all=$(gpu_count)
+step() {  # name limit_s command...
+  local name="$1" limit=$2 start=$SECONDS
+  shift 2
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc $rc in $((SECONDS - start)) s (limit $limit s)"
+}
+nvidia-smi -L >"$out/gpus.txt" 2>&1
+step device_semantics 30 "$here/loopback_device_test" \
+  --gtest_filter='LoopbackDeviceTest.*'
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \]|FAILED \]" "$out/device_semantics.log"
+step device_conformance 150 "$here/loopback_device_test" \
+  --gtest_filter='LoopbackDeviceConformanceTest.*'
+grep -E "cases on|^\[  (PASSED|FAILED) |FAILED \]" "$out/device_conformance.log" | head -20
+sweep=(-b "${MIN_SIZE:-1M}" -e "${MAX_SIZE:-1G}" -f 4 -n 10 -w 3)
+for n in 2 4; do
+  [ "$n" -le "$all" ] || continue
+  devices=$(seq -s, 0 $((n - 1)))
+  step "raw_${n}gpu" 40 env CUDA_VISIBLE_DEVICES="$devices" \
+    "$here/nccl_collectives" "${sweep[@]}" -c 0 -t 1 --collective all_reduce \
+    --json "$out/raw_${n}gpu.json"
+  step "loopback_ring_${n}gpu" 60 env CUDA_VISIBLE_DEVICES="$devices" \
+    "$here/collectives" --transport loopback --memory device --ranks "$n" \
+    --algorithm ring --collective all_reduce "${sweep[@]}" -c 0 \
+    --json "$out/loopback_ring_${n}gpu.json"
+  # Checked, over smaller sizes: the bench's own verification of each row.
+  step "loopback_auto_${n}gpu" 45 env CUDA_VISIBLE_DEVICES="$devices" \
+    "$here/collectives" --transport loopback --memory device --ranks "$n" \
+    --collective all_reduce -b 8 -e 16M -f 8 -n 10 -w 3 -c 1 \
+    --json "$out/loopback_auto_${n}gpu.json"
+done
+for f in "$out"/raw_*gpu.log "$out"/loopback_*gpu.log; do
+  echo "== $(basename "$f")"
+  grep -E "^ +[0-9]" "$f" | awk '{print $1, $6, $8, $9, $10}'
+done
