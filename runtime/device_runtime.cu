@@ -1,6 +1,5 @@
 // The CUDA runtime side of runtime/device_runtime.h (host code only;
 // compiled by nvcc with the rest of the device code).
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -109,6 +108,26 @@ cudaError_t PoolOf(int device, cudaMemPool_t* pool) {
       e = cudaMemPoolSetAttribute(pools[device],
                                   cudaMemPoolAttrReleaseThreshold, &keep);
     }
+    // Every GPU that can reach this one may read and write the pool's
+    // memory: a pool's memory is not covered by cudaDeviceEnablePeerAccess,
+    // and loopback copies the scratch of one rank's algorithm straight
+    // into another GPU's buffers ("invalid argument" on 4 H100s without
+    // this).
+    int count = 0;
+    if (e == cudaSuccess) e = cudaGetDeviceCount(&count);
+    for (int peer = 0; e == cudaSuccess && peer < count; ++peer) {
+      int can = 0;
+      if (peer == device ||
+          cudaDeviceCanAccessPeer(&can, peer, device) != cudaSuccess || !can) {
+        cudaGetLastError();
+        continue;
+      }
+      cudaMemAccessDesc access = {};
+      access.location.type = cudaMemLocationTypeDevice;
+      access.location.id = peer;
+      access.flags = cudaMemAccessFlagsProtReadWrite;
+      e = cudaMemPoolSetAccess(pools[device], &access, 1);
+    }
     pool_error[device] = e;
   });
   *pool = pools[device];
@@ -175,49 +194,31 @@ void EnablePeerAccess(int device, int peer) {
 
 namespace {
 
-// cuStreamWaitValue32 and cuStreamWriteValue32 are driver calls; the
-// runtime hands out their entry points, so relay links no libcuda.
-using StreamValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t,
-                                   unsigned int);
-struct StreamValueCalls {
-  StreamValueFn wait = nullptr;
-  StreamValueFn write = nullptr;
-};
-
-const StreamValueCalls& StreamValues() {
-  static const StreamValueCalls calls = [] {
-    StreamValueCalls c;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    void* fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000,
-                                         cudaEnableDefault, &found) ==
-            cudaSuccess &&
-        found == cudaDriverEntryPointSuccess) {
-      c.wait = reinterpret_cast<StreamValueFn>(fn);
-    }
-    fn = nullptr;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000,
-                                         cudaEnableDefault, &found) ==
-            cudaSuccess &&
-        found == cudaDriverEntryPointSuccess) {
-      c.write = reinterpret_cast<StreamValueFn>(fn);
-    }
-    cudaGetLastError();
-    return c;
-  }();
-  return calls;
+// A stream's wait for a release word is a one-thread kernel that polls it,
+// not CUDA's stream memory operation (cuStreamWaitValue32): a wait
+// operation at the head of one of the device's few hardware queues
+// (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default) blocks every stream mapped
+// to that queue, including the copy stream that is to write the word, and
+// relay's executor makes streams per call, so two of them sharing a queue
+// is a matter of time: it deadlocked bench/collectives on 2 H100s. A
+// kernel, once launched, holds one block slot and nothing else. NCCL's
+// kernels wait for their peers the same way.
+__global__ void WaitWordKernel(const volatile uint32_t* word, uint32_t value) {
+  while (static_cast<int32_t>(*word - value) < 0) __nanosleep(256);
+  __threadfence_system();
 }
 
-// A driver error as the runtime's value: the numbering of the errors both
-// have (invalid value, not supported, ...) is the same.
-int FromDriver(CUresult r) { return static_cast<int>(r); }
+// Runs after the work queued before it on its stream; the fence makes
+// that work's writes (a copy's data) visible before the word is.
+__global__ void WriteWordKernel(volatile uint32_t* word, uint32_t value) {
+  __threadfence_system();
+  *word = value;
+  __threadfence_system();
+}
 
 }  // namespace
 
-bool StreamWordsAvailable() {
-  const StreamValueCalls& c = StreamValues();
-  return c.wait != nullptr && c.write != nullptr;
-}
+bool StreamWordsAvailable() { return true; }
 
 int AllocateHostWords(uint32_t** words, size_t count) {
   void* p = nullptr;
@@ -230,22 +231,16 @@ int AllocateHostWords(uint32_t** words, size_t count) {
   return cudaSuccess;
 }
 
+// Mapped, portable host memory has one address on the host and on every
+// GPU (unified addressing), so the kernels take the host pointer.
 int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value) {
-  const StreamValueCalls& c = StreamValues();
-  if (c.wait == nullptr) return cudaErrorNotSupported;
-  // Mapped, portable host memory has one address on the host and on every
-  // GPU (unified addressing).
-  return FromDriver(c.wait(static_cast<CUstream>(stream),
-                           reinterpret_cast<CUdeviceptr>(word), value,
-                           CU_STREAM_WAIT_VALUE_GEQ));
+  WaitWordKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
+  return cudaGetLastError();
 }
 
 int StreamWriteWord(void* stream, uint32_t* word, uint32_t value) {
-  const StreamValueCalls& c = StreamValues();
-  if (c.write == nullptr) return cudaErrorNotSupported;
-  return FromDriver(c.write(static_cast<CUstream>(stream),
-                            reinterpret_cast<CUdeviceptr>(word), value,
-                            CU_STREAM_WRITE_VALUE_DEFAULT));
+  WriteWordKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
+  return cudaGetLastError();
 }
 
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,

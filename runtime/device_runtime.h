@@ -53,20 +53,22 @@ int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream);
 
-// Flags in host memory that streams wait on and write (CUDA's stream memory
-// operations), for ordering work on one GPU after work another host thread
-// has not queued yet: a stream can wait for a word that a copy queued later
-// will write. Words are pinned host memory mapped into every GPU's address
-// space (zeroed), never freed: a stream may still read one after its owner
-// is gone.
-// True where this build and the driver offer stream memory operations.
+// Words in host memory that streams wait on and write, for ordering work
+// on one GPU after work that another host thread has not queued yet: a
+// stream can wait for a word that a copy queued later will write. Words are
+// pinned host memory mapped into every GPU's address space (zeroed), never
+// freed: a stream may still read one after its owner is gone. A wait is a
+// one-thread kernel polling the word (device_runtime.cu says why not
+// CUDA's stream memory operations), so each pending wait holds one block
+// slot of its GPU.
+// True where this build has CUDA (the kernels are in it).
 bool StreamWordsAvailable();
 int AllocateHostWords(uint32_t** words, size_t count);
 // `stream` waits until (int32_t)(*word - value) >= 0: until the word has
 // reached `value`, counting with wrap-around.
 int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value);
 // Writes `value` to the word once the work queued on `stream` before it has
-// finished (and its memory writes are visible).
+// finished, after that work's memory writes are visible.
 int StreamWriteWord(void* stream, uint32_t* word, uint32_t value);
 
 constexpr int kNotReady = 600;  // cudaErrorNotReady

@@ -12,9 +12,9 @@
 // a device Isend or Irecv is a batch of one on the legacy stream):
 //   1. S records an event `ready` (the send data is written, the receive
 //      buffer free), and then waits, for each operation, on a release word
-//      in pinned host memory (runtime/device_runtime.h, StreamWaitWord). S
-//      is now held until the operations' copies are done, while the host
-//      goes on.
+//      in pinned host memory (runtime/device_runtime.h, StreamWaitWord: a
+//      one-thread kernel that polls it). S is now held until the
+//      operations' copies are done, while the host goes on.
 //   2. When the fabric matches a send with its receive (whichever thread
 //      posts second), it queues on the receiver's copy lane (a stream of
 //      the receiver's GPU): wait for both sides' `ready`, the copy, then
@@ -54,8 +54,8 @@
 namespace relay {
 namespace loopback_device {
 
-// True where this build has CUDA, a GPU is visible and the driver offers
-// stream memory operations: loopback then moves device memory.
+// True where this build has CUDA and a GPU is visible: loopback then moves
+// device memory.
 bool Available();
 
 // Whether `data` is device memory on the GPU it is declared on (for

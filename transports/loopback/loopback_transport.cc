@@ -906,8 +906,8 @@ absl::StatusOr<Request> LoopbackTransport::PostDevice(
     absl::Span<const PeerOp> ops, void* cuda_stream, absl::Time deadline) {
   if (!loopback_device::Available()) {
     return absl::InvalidArgumentError(
-        "loopback: device memory, but this build has no CUDA, no GPU is "
-        "visible, or the driver lacks stream memory operations");
+        "loopback: device memory, but this build has no CUDA or no GPU is "
+        "visible");
   }
   bool receives = false;
   for (const PeerOp& op : ops) {
