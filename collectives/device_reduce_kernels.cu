@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
 
 #include "collectives/device_reduce_kernels.h"
@@ -171,7 +172,54 @@ int LaunchDivide(void* data, size_t count, double divisor, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+// cudaFuncGetAttributes loads a kernel (see LoadAll).
+template <typename K>
+cudaError_t Load(K kernel, cudaError_t so_far) {
+  if (so_far != cudaSuccess) return so_far;
+  cudaFuncAttributes a;
+  return cudaFuncGetAttributes(&a, kernel);
+}
+
+template <typename T>
+cudaError_t LoadType(cudaError_t e) {
+  e = Load(ReduceScalarKernel<Op::kSum, T>, e);
+  e = Load(ReduceKernel<Op::kSum, T>, e);
+  e = Load(ReduceScalarKernel<Op::kProd, T>, e);
+  e = Load(ReduceKernel<Op::kProd, T>, e);
+  e = Load(ReduceScalarKernel<Op::kMin, T>, e);
+  e = Load(ReduceKernel<Op::kMin, T>, e);
+  e = Load(ReduceScalarKernel<Op::kMax, T>, e);
+  e = Load(ReduceKernel<Op::kMax, T>, e);
+  return Load(DivideKernel<T>, e);
+}
+
+constexpr int kMaxDevices = 64;
+std::once_flag loaded_once[kMaxDevices];
+cudaError_t loaded_error[kMaxDevices];
+
 }  // namespace
+
+int LoadAll() {
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
+  std::call_once(loaded_once[device], [device] {
+    cudaError_t r = cudaSuccess;
+    r = LoadType<int8_t>(r);
+    r = LoadType<uint8_t>(r);
+    r = LoadType<int32_t>(r);
+    r = LoadType<uint32_t>(r);
+    r = LoadType<int64_t>(r);
+    r = LoadType<uint64_t>(r);
+    r = LoadType<__half>(r);
+    r = LoadType<__nv_bfloat16>(r);
+    r = LoadType<float>(r);
+    r = LoadType<double>(r);
+    loaded_error[device] = r;
+  });
+  return loaded_error[device];
+}
 
 bool Compiled() { return true; }
 

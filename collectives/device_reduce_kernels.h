@@ -32,6 +32,12 @@ int Reduce(Type type, Op op, const void* a, const void* b, void* out,
            size_t count, void* stream, int max_blocks = 0);
 // data[i] /= divisor (integers truncate toward zero), for average.
 int Divide(Type type, void* data, size_t count, double divisor, void* stream);
+// Loads every kernel above onto the current device, once per device (CUDA
+// loads kernels lazily, and loading one waits for the device's running
+// kernels, among them a stream's wait for a peer that waits for this
+// thread: transports/loopback/device_messages.h). Call it before queueing
+// work that may wait for other threads; later calls return at once.
+int LoadAll();
 // CUDA's text for an error returned above.
 const char* ErrorString(int error);
 

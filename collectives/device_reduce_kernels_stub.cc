@@ -15,6 +15,7 @@ int Reduce(Type, Op, const void*, const void*, void*, size_t, void*, int) {
   return kNoCuda;
 }
 int Divide(Type, void*, size_t, double, void*) { return kNoCuda; }
+int LoadAll() { return kNoCuda; }
 const char* ErrorString(int) {
   return "relay was built without CUDA (no nvcc at configure time)";
 }

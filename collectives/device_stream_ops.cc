@@ -46,6 +46,10 @@ absl::StatusOr<int> ReduceBlocksFromEnvironment() {
 class CudaStreamOps final : public StreamOps {
  public:
   absl::StatusOr<void*> NewStream() override {
+    // Before the run queues anything: its kernels are loaded now, not in
+    // the middle of it, where loading would wait for a stream held for a
+    // peer (device_reduce_kernels.h, LoadAll).
+    RELAY_RETURN_IF_ERROR(Checked(device_kernels::LoadAll(), "loading kernels"));
     void* s = nullptr;
     RELAY_RETURN_IF_ERROR(
         Checked(rt::CreateNonBlockingStream(&s), "cudaStreamCreate"));

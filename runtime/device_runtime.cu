@@ -204,6 +204,8 @@ namespace {
 // kernel, once launched, holds one block slot and nothing else. NCCL's
 // kernels wait for their peers the same way.
 __global__ void WaitWordKernel(const volatile uint32_t* word, uint32_t value) {
+  // A volatile load goes to memory each time: the word is written by the
+  // host or by another GPU, which this GPU's caches do not see.
   while (static_cast<int32_t>(*word - value) < 0) __nanosleep(256);
   __threadfence_system();
 }
@@ -214,6 +216,48 @@ __global__ void WriteWordKernel(volatile uint32_t* word, uint32_t value) {
   __threadfence_system();
   *word = value;
   __threadfence_system();
+}
+
+// Both kernels loaded on `device` before the first wait is queued there.
+// CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since
+// 12.2), and loading one waits for the device's running kernels: a write
+// loaded while a wait polls for it never runs (the loopback stream test
+// hung on 4 H100s). cudaFuncGetAttributes loads a kernel, as NCCL does
+// for its own at initialisation.
+std::once_flag word_kernels_once[kMaxDevices];
+cudaError_t word_kernels_error[kMaxDevices];
+
+cudaError_t LoadWordKernels(int device) {
+  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
+  std::call_once(word_kernels_once[device], [device] {
+    cudaFuncAttributes a;
+    cudaError_t e = cudaFuncGetAttributes(&a, WaitWordKernel);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, WriteWordKernel);
+    word_kernels_error[device] = e;
+  });
+  return word_kernels_error[device];
+}
+
+// Launches one of the word kernels on `stream` from any thread: on the
+// stream's device (made current for the launch, then restored).
+template <typename Word>
+int LaunchWordKernel(void (*kernel)(Word*, uint32_t), void* stream, Word* word,
+                     uint32_t value) {
+  int current = 0;
+  cudaError_t e = cudaGetDevice(&current);
+  int device = current;
+  if (e == cudaSuccess && stream != nullptr) {
+    e = cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device);
+  }
+  if (e != cudaSuccess) return e;
+  if (device != current && (e = cudaSetDevice(device)) != cudaSuccess) return e;
+  e = LoadWordKernels(device);
+  if (e == cudaSuccess) {
+    kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
+    e = cudaGetLastError();
+  }
+  if (device != current) cudaSetDevice(current);
+  return e;
 }
 
 }  // namespace
@@ -234,14 +278,16 @@ int AllocateHostWords(uint32_t** words, size_t count) {
 // Mapped, portable host memory has one address on the host and on every
 // GPU (unified addressing), so the kernels take the host pointer.
 int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value) {
-  WaitWordKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
-  return cudaGetLastError();
+  return LaunchWordKernel<const volatile uint32_t>(WaitWordKernel, stream,
+                                                   word, value);
 }
 
 int StreamWriteWord(void* stream, uint32_t* word, uint32_t value) {
-  WriteWordKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
-  return cudaGetLastError();
+  return LaunchWordKernel<volatile uint32_t>(WriteWordKernel, stream, word,
+                                             value);
 }
+
+int SetDevice(int device) { return cudaSetDevice(device); }
 
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream) {

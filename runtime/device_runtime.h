@@ -19,8 +19,9 @@ namespace device_runtime {
 
 // Visible GPUs; 0 (and an error) without CUDA or a driver.
 int DeviceCount(int* count);
-// The device current on this thread.
+// The device current on this thread, and cudaSetDevice.
 int CurrentDevice(int* device);
+int SetDevice(int device);
 // The device memory at `ptr` lives on, or -1 for host memory (registered,
 // pinned or pageable) and addresses CUDA does not know.
 int DeviceOfPointer(const void* ptr, int* device);
@@ -64,6 +65,8 @@ int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
 // True where this build has CUDA (the kernels are in it).
 bool StreamWordsAvailable();
 int AllocateHostWords(uint32_t** words, size_t count);
+// Both queue a one-thread kernel, from any thread (the stream's device is
+// made current for the launch, then restored).
 // `stream` waits until (int32_t)(*word - value) >= 0: until the word has
 // reached `value`, counting with wrap-around.
 int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value);

@@ -13,6 +13,7 @@ int DeviceCount(int* count) {
   return kNoCuda;
 }
 int CurrentDevice(int*) { return kNoCuda; }
+int SetDevice(int) { return kNoCuda; }
 int DeviceOfPointer(const void*, int* device) {
   *device = -1;
   return kNoCuda;

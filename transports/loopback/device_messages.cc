@@ -50,7 +50,9 @@ class WordPool {
   }
 
  private:
-  static constexpr size_t kChunk = 1024;
+  // Allocated rarely: pinned allocation may wait for the GPUs, whose held
+  // streams may be waiting for this very thread's next post.
+  static constexpr size_t kChunk = 1 << 16;
   std::mutex mu_;
   std::vector<ReleaseWord> free_;  // With the value of their last use.
 };
@@ -158,12 +160,37 @@ CopyLane::~CopyLane() {
 absl::Status CopyLane::Ensure() {
   std::lock_guard<std::mutex> lock(mu_);
   if (stream_ != nullptr) return absl::OkStatus();
+  if (int e = rt::CurrentDevice(&device_); e != 0) {
+    return CudaError(e, "the receiver's device");
+  }
   if (int e = rt::CreateNonBlockingStream(&stream_); e != 0) {
     stream_ = nullptr;
     return CudaError(e, "the receiver's copy stream");
   }
   return absl::OkStatus();
 }
+
+namespace {
+
+// Makes `device` current on this thread for a scope (the matching thread
+// may be the sender's, with another GPU current).
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    if (rt::CurrentDevice(&previous_) == 0 && previous_ != device) {
+      switched_ = rt::SetDevice(device) == 0;
+    }
+  }
+  ~OnDevice() {
+    if (switched_) rt::SetDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+}  // namespace
 
 absl::Status CopyLane::Queue(void* send_ready, void* recv_ready,
                              const ConstBuffer& src, const Buffer& dst,
@@ -173,6 +200,7 @@ absl::Status CopyLane::Queue(void* send_ready, void* recv_ready,
   if (stream_ == nullptr) {
     return absl::InternalError("loopback: a device receive without a lane");
   }
+  OnDevice on_lane_device(device_);
   if (int e = rt::StreamWaitEvent(stream_, send_ready); e != 0) {
     return CudaError(e, "waiting for the sender's stream");
   }

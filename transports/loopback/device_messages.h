@@ -89,6 +89,7 @@ class CopyLane {
  private:
   std::mutex mu_;
   void* stream_ = nullptr;  // Guarded by mu_.
+  int device_ = -1;         // The stream's; guarded by mu_.
 };
 
 // A batch of device operations posted on one stream: the request the
