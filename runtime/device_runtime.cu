@@ -295,8 +295,12 @@ int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
     EnablePeerAccess(dst_device, src_device);
     EnablePeerAccess(src_device, dst_device);
   }
-  return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes,
-                             static_cast<cudaStream_t>(stream));
+  // cudaMemcpyAsync with unified addressing, not cudaMemcpyPeerAsync,
+  // which refuses memory from a stream-ordered pool (cudaMallocAsync's,
+  // relay's scratch) with "invalid argument" (seen on 4 H100s).
+  (void)dst_device, (void)src_device;
+  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                         static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace device_runtime

@@ -49,8 +49,9 @@ int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 // another) on `stream`. The first copy between two GPUs enables peer
 // access both ways where the hardware has it (NVLink or PCIe), so the copy
 // engines move the data directly; where it has not, CUDA stages the copy
-// through host memory. Thread-safe; leaves the calling thread's current
-// device as it was.
+// through host memory. Memory from a stream-ordered pool must be
+// accessible to the other GPU (cudaMemPoolSetAccess; relay's own pool is).
+// Thread-safe; leaves the calling thread's current device as it was.
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream);
 

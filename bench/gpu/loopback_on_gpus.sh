@@ -7,7 +7,7 @@
 # then relay's all_reduce on device buffers over loopback (the stream
 # executor; ring and the cost model's choice) against raw NCCL's
 # all_reduce on the same GPUs, on 2 GPUs and (where the host has them) 4.
-# Each step is cut off at its limit; the limits add up to 400 s.
+# Each step is cut off at its limit; the limits add up to 345 s.
 #
 # Usage: loopback_on_gpus.sh OUT_DIR
 # Environment: MIN_SIZE, MAX_SIZE (default 1M .. 1G, x4)
@@ -30,7 +30,7 @@ step device_semantics 30 "$here/loopback_device_test" \
   --gtest_filter='LoopbackDeviceTest.*'
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |OK \]|FAILED \]" "$out/device_semantics.log"
 for t in TwoGpus ThreeRanksSharingGpus AllGpus; do
-  step "conformance_$t" 60 "$here/loopback_device_test" \
+  step "conformance_$t" 45 "$here/loopback_device_test" \
     --gtest_filter="LoopbackDeviceConformanceTest.$t"
   grep -E "cases on|^\[  (PASSED|FAILED) |FAILED \]" "$out/conformance_$t.log" | head -5
 done
@@ -41,7 +41,7 @@ for n in 2 4; do
   step "raw_${n}gpu" 20 env CUDA_VISIBLE_DEVICES="$devices" \
     "$here/nccl_collectives" "${sweep[@]}" -c 0 -t 1 --collective all_reduce \
     --json "$out/raw_${n}gpu.json"
-  step "loopback_ring_${n}gpu" 45 env CUDA_VISIBLE_DEVICES="$devices" \
+  step "loopback_ring_${n}gpu" 40 env CUDA_VISIBLE_DEVICES="$devices" \
     stdbuf -oL "$here/collectives" --transport loopback --memory device --ranks "$n" \
     --algorithm ring --collective all_reduce "${sweep[@]}" -c 0 \
     --json "$out/loopback_ring_${n}gpu.json"
