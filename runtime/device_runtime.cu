@@ -2,6 +2,7 @@
 // compiled by nvcc with the rest of the device code).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -166,14 +167,15 @@ namespace {
 // once (a second cudaDeviceEnablePeerAccess fails with
 // cudaErrorPeerAccessAlreadyEnabled).
 std::once_flag peer_once[kMaxDevices][kMaxDevices];
+bool peer_reachable[kMaxDevices][kMaxDevices];  // Written once, under peer_once.
 
 // Lets `device` read and write `peer`'s memory where the hardware can;
-// the calling thread's current device is restored.
-void EnablePeerAccess(int device, int peer) {
-  if (device == peer || device < 0 || peer < 0 || device >= kMaxDevices ||
-      peer >= kMaxDevices) {
-    return;
+// the calling thread's current device is restored. True if it can.
+bool EnablePeerAccess(int device, int peer) {
+  if (device < 0 || peer < 0 || device >= kMaxDevices || peer >= kMaxDevices) {
+    return false;
   }
+  if (device == peer) return true;
   std::call_once(peer_once[device][peer], [device, peer] {
     int can = 0;
     if (cudaDeviceCanAccessPeer(&can, device, peer) != cudaSuccess || !can) {
@@ -184,10 +186,14 @@ void EnablePeerAccess(int device, int peer) {
     if (cudaGetDevice(&current) != cudaSuccess) return;
     if (cudaSetDevice(device) == cudaSuccess) {
       const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
-      if (e != cudaSuccess) cudaGetLastError();  // Already enabled: fine.
+      if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled) {
+        peer_reachable[device][peer] = true;
+      }
+      if (e != cudaSuccess) cudaGetLastError();
     }
     cudaSetDevice(current);
   });
+  return peer_reachable[device][peer];
 }
 
 }  // namespace
@@ -218,7 +224,35 @@ __global__ void WriteWordKernel(volatile uint32_t* word, uint32_t value) {
   __threadfence_system();
 }
 
-// Both kernels loaded on `device` before the first wait is queued there.
+// One message's bytes from `src` to `dst`, either on any GPU that this one
+// can reach (peer access; a pool's memory needs cudaMemPoolSetAccess), as
+// a kernel rather than cudaMemcpy*Async. The runtime checks a copy's
+// addresses when it is queued, and loopback queues a copy when the message
+// is matched, which may be after the sender's algorithm has already queued
+// the stream-ordered free of its scratch (cudaFreeAsync, ordered on the GPU
+// after the copy, but earlier on the host): cudaMemcpyPeerAsync then
+// refused the address ("invalid argument") and cudaMemcpyAsync took it for
+// host memory (a segfault), on 4 H100s. A kernel reads the memory in GPU
+// order, where it is still allocated.
+__global__ void CopyKernel(char* dst, const char* src, size_t bytes) {
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t done = 0;
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) &
+       15) == 0) {
+    const size_t vectors = bytes / 16;
+    const int4* from = reinterpret_cast<const int4*>(src);
+    int4* to = reinterpret_cast<int4*>(dst);
+    for (size_t i = first; i < vectors; i += stride) to[i] = from[i];
+    done = vectors * 16;
+  }
+  for (size_t i = done + first; i < bytes; i += stride) dst[i] = src[i];
+}
+
+constexpr int kCopyThreads = 512;
+constexpr int kCopyMaxBlocks = 64;  // Enough loads in flight for NVLink.
+
+// The kernels loaded on `device` before the first wait is queued there.
 // CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since
 // 12.2), and loading one waits for the device's running kernels: a write
 // loaded while a wait polls for it never runs (the loopback stream test
@@ -233,16 +267,17 @@ cudaError_t LoadWordKernels(int device) {
     cudaFuncAttributes a;
     cudaError_t e = cudaFuncGetAttributes(&a, WaitWordKernel);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, WriteWordKernel);
+    if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, CopyKernel);
     word_kernels_error[device] = e;
   });
   return word_kernels_error[device];
 }
 
-// Launches one of the word kernels on `stream` from any thread: on the
-// stream's device (made current for the launch, then restored).
-template <typename Word>
-int LaunchWordKernel(void (*kernel)(Word*, uint32_t), void* stream, Word* word,
-                     uint32_t value) {
+// Runs `launch` (which queues one of the kernels above on `stream`) from
+// any thread: on the stream's device, made current for the launch, then
+// restored.
+template <typename Launch>
+int OnStreamDevice(void* stream, Launch launch) {
   int current = 0;
   cudaError_t e = cudaGetDevice(&current);
   int device = current;
@@ -253,7 +288,7 @@ int LaunchWordKernel(void (*kernel)(Word*, uint32_t), void* stream, Word* word,
   if (device != current && (e = cudaSetDevice(device)) != cudaSuccess) return e;
   e = LoadWordKernels(device);
   if (e == cudaSuccess) {
-    kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(word, value);
+    launch(static_cast<cudaStream_t>(stream));
     e = cudaGetLastError();
   }
   if (device != current) cudaSetDevice(current);
@@ -278,29 +313,36 @@ int AllocateHostWords(uint32_t** words, size_t count) {
 // Mapped, portable host memory has one address on the host and on every
 // GPU (unified addressing), so the kernels take the host pointer.
 int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value) {
-  return LaunchWordKernel<const volatile uint32_t>(WaitWordKernel, stream,
-                                                   word, value);
+  return OnStreamDevice(stream, [&](cudaStream_t s) {
+    WaitWordKernel<<<1, 1, 0, s>>>(word, value);
+  });
 }
 
 int StreamWriteWord(void* stream, uint32_t* word, uint32_t value) {
-  return LaunchWordKernel<volatile uint32_t>(WriteWordKernel, stream, word,
-                                             value);
+  return OnStreamDevice(stream, [&](cudaStream_t s) {
+    WriteWordKernel<<<1, 1, 0, s>>>(word, value);
+  });
 }
 
 int SetDevice(int device) { return cudaSetDevice(device); }
 
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream) {
-  if (dst_device != src_device) {
-    EnablePeerAccess(dst_device, src_device);
-    EnablePeerAccess(src_device, dst_device);
+  if (bytes == 0) return cudaSuccess;
+  // The kernel runs on the stream's GPU, which must reach the other one.
+  bool reachable = EnablePeerAccess(dst_device, src_device);
+  reachable = EnablePeerAccess(src_device, dst_device) && reachable;
+  if (!reachable) {  // Staged through the host by CUDA.
+    return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes,
+                               static_cast<cudaStream_t>(stream));
   }
-  // cudaMemcpyAsync with unified addressing, not cudaMemcpyPeerAsync,
-  // which refuses memory from a stream-ordered pool (cudaMallocAsync's,
-  // relay's scratch) with "invalid argument" (seen on 4 H100s).
-  (void)dst_device, (void)src_device;
-  return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
-                         static_cast<cudaStream_t>(stream));
+  const size_t per_block = static_cast<size_t>(kCopyThreads) * 16 * 4;
+  const int blocks = static_cast<int>(std::min<size_t>(
+      kCopyMaxBlocks, std::max<size_t>(1, bytes / per_block)));
+  return OnStreamDevice(stream, [&](cudaStream_t s) {
+    CopyKernel<<<blocks, kCopyThreads, 0, s>>>(
+        static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+  });
 }
 
 }  // namespace device_runtime

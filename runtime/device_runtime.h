@@ -46,12 +46,16 @@ int AllocateAsync(void** ptr, size_t bytes, void* stream);
 int FreeAsync(void* ptr, void* stream);
 int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 // `bytes` from GPU `src_device` to GPU `dst_device` (the same one or
-// another) on `stream`. The first copy between two GPUs enables peer
-// access both ways where the hardware has it (NVLink or PCIe), so the copy
-// engines move the data directly; where it has not, CUDA stages the copy
-// through host memory. Memory from a stream-ordered pool must be
-// accessible to the other GPU (cudaMemPoolSetAccess; relay's own pool is).
-// Thread-safe; leaves the calling thread's current device as it was.
+// another) on `stream`, by a copy kernel on the stream's GPU that reads or
+// writes the other GPU's memory directly: its addresses are used in GPU
+// order only, so memory whose stream-ordered free was queued on the host
+// before this copy, but runs after it on the GPU, is still fine
+// (device_runtime.cu says why that matters). The first copy between two
+// GPUs enables peer access both ways; between GPUs without it, CUDA's
+// cudaMemcpyPeerAsync stages the copy through host memory (and checks its
+// addresses when queued). Memory from a stream-ordered pool must be accessible
+// to the other GPU (cudaMemPoolSetAccess; relay's own pool is). Thread-safe;
+// leaves the calling thread's current device as it was.
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream);
 
