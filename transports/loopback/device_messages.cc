@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/device_runtime.h"
+#include "runtime/status_macros.h"
 
 namespace relay {
 namespace loopback_device {
@@ -192,10 +193,12 @@ class OnDevice {
 
 }  // namespace
 
-absl::Status CopyLane::Queue(void* send_ready, void* recv_ready,
-                             const ConstBuffer& src, const Buffer& dst,
-                             const ReleaseWord& send_release,
-                             const ReleaseWord& recv_release) {
+absl::StatusOr<SharedEvent> CopyLane::Queue(void* send_ready,
+                                            void* recv_ready,
+                                            const ConstBuffer& src,
+                                            const Buffer& dst,
+                                            const ReleaseWord& send_release,
+                                            const ReleaseWord& recv_release) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stream_ == nullptr) {
     return absl::InternalError("loopback: a device receive without a lane");
@@ -219,18 +222,26 @@ absl::Status CopyLane::Queue(void* send_ready, void* recv_ready,
   if (int e = rt::StreamWriteWord(stream_, send_release.word,
                                   send_release.value);
       e != 0) {
-    return CudaError(e, "releasing the sender's stream");
+    return CudaError(e, "marking the send done");
   }
   if (int e = rt::StreamWriteWord(stream_, recv_release.word,
                                   recv_release.value);
       e != 0) {
-    return CudaError(e, "releasing the receiver's stream");
+    return CudaError(e, "marking the receive done");
   }
-  return absl::OkStatus();
+  void* event = nullptr;
+  if (int e = rt::CreateEvent(&event); e != 0) {
+    return CudaError(e, "creating a copy's event");
+  }
+  SharedEvent done(event, [](void* ev) { rt::DestroyEvent(ev); });
+  if (int e = rt::RecordEvent(event, stream_); e != 0) {
+    return CudaError(e, "recording a copy's event");
+  }
+  return done;
 }
 
 DeviceBatch::DeviceBatch(absl::Time deadline, size_t ops)
-    : RequestState(deadline), unmatched_(ops) {
+    : RequestState(deadline), unmatched_(ops), done_(ops) {
   releases_.reserve(ops);
 }
 
@@ -246,10 +257,14 @@ DeviceBatch::~DeviceBatch() {
 absl::StatusOr<std::shared_ptr<DeviceBatch>> DeviceBatch::Post(
     size_t ops, void* stream, absl::Time deadline) {
   std::shared_ptr<DeviceBatch> b(new DeviceBatch(deadline, ops));
-  // A batch that fails lets go of every stream it holds.
+  // A failed batch marks its words (nobody polls them in vain) and wakes
+  // a poster waiting for its matches.
   b->OnCompleting([raw = b.get()](const absl::Status& s) {
-    if (s.ok()) return;
-    for (const ReleaseWord& w : raw->releases_) w.WriteFromHost();
+    if (!s.ok()) {
+      for (const ReleaseWord& w : raw->releases_) w.WriteFromHost();
+    }
+    std::lock_guard<std::mutex> lock(raw->mu_);
+    raw->matched_.notify_all();
   });
   if (int e = rt::CreateEvent(&b->ready_); e != 0) {
     b->ready_ = nullptr;
@@ -259,28 +274,42 @@ absl::StatusOr<std::shared_ptr<DeviceBatch>> DeviceBatch::Post(
     return CudaError(e, "recording a batch's event on its stream (is the "
                         "stream of this thread's current GPU?)");
   }
-  absl::Status held;
-  for (size_t i = 0; i < ops && held.ok(); ++i) {
-    absl::StatusOr<ReleaseWord> w = WordPool::Get().Acquire();
-    if (!w.ok()) {
-      held = w.status();
-      break;
-    }
-    b->releases_.push_back(*w);
-    if (int e = rt::StreamWaitWord(stream, w->word, w->value); e != 0) {
-      held = CudaError(e, "holding the stream for a batch");
-    }
-  }
-  if (!held.ok()) {
-    b->Complete(held);  // Writes the words it took: the stream goes on.
-    return held;
+  for (size_t i = 0; i < ops; ++i) {
+    RELAY_ASSIGN_OR_RETURN(ReleaseWord w, WordPool::Get().Acquire());
+    b->releases_.push_back(w);
   }
   return b;
 }
 
-void DeviceBatch::Matched(std::shared_ptr<DeviceBatch> self) {
-  if (unmatched_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  if (!Check()) Watcher::Get().Add(std::move(self));
+void DeviceBatch::Matched(const std::shared_ptr<DeviceBatch>& self, size_t op,
+                          SharedEvent done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_[op] = std::move(done);
+    if (unmatched_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    matched_.notify_all();
+  }
+  if (!Check()) Watcher::Get().Add(self);
+}
+
+absl::Status DeviceBatch::AwaitMatched(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto over = [&] {
+    return unmatched_.load(std::memory_order_acquire) == 0 || done();
+  };
+  if (deadline == absl::InfiniteFuture()) {
+    matched_.wait(lock, over);
+  } else {
+    matched_.wait_until(lock, absl::ToChronoTime(deadline), over);
+  }
+  if (unmatched_.load(std::memory_order_acquire) == 0) return absl::OkStatus();
+  if (done()) return status();
+  lock.unlock();
+  absl::Status late = absl::DeadlineExceededError(absl::StrCat(
+      "loopback: ", unmatched_.load(), " device operation(s) of a batch were "
+      "not matched by their peers before the deadline"));
+  Complete(late);
+  return done() ? status() : late;
 }
 
 bool DeviceBatch::Check() {
@@ -296,10 +325,17 @@ bool DeviceBatch::Check() {
 bool DeviceBatch::Progress() { return !done() && Check(); }
 
 absl::Status DeviceBatch::StreamWait(void* cuda_stream) {
-  if (done()) return status();
-  for (const ReleaseWord& w : releases_) {
-    if (int e = rt::StreamWaitWord(cuda_stream, w.word, w.value); e != 0) {
-      return CudaError(e, "StreamWait");
+  if (done()) return status();  // Done: every copy has finished.
+  RELAY_RETURN_IF_ERROR(AwaitMatched(deadline()));
+  std::vector<SharedEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events = done_;
+  }
+  for (const SharedEvent& e : events) {
+    if (e == nullptr) continue;  // An empty message with a host peer.
+    if (int r = rt::StreamWaitEvent(cuda_stream, e.get()); r != 0) {
+      return CudaError(r, "StreamWait");
     }
   }
   return absl::OkStatus();

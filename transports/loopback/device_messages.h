@@ -2,43 +2,57 @@
 //
 // Device memory over the loopback transport: ranks are threads of one
 // process, each driving a GPU (or several sharing one), and a message
-// between two device buffers is one cudaMemcpyPeerAsync from the sender's
-// buffer into the receiver's, queued on the GPUs so that no host thread
-// waits for it. The semantics are NCCL's: an operation posted on a stream
-// starts after the work queued there before it, and work queued there after
-// it starts once it has finished; the host returns at once.
+// between two device buffers is one copy from the sender's buffer into the
+// receiver's, queued on the receiver's GPU. An operation posted on a stream
+// starts after the work queued there before it, and work queued there
+// after it starts once it has finished, as with NCCL; the host never waits
+// for the GPU.
 //
 // How, for a batch of operations posted on stream S (Transport::PostBatch;
 // a device Isend or Irecv is a batch of one on the legacy stream):
 //   1. S records an event `ready` (the send data is written, the receive
-//      buffer free), and then waits, for each operation, on a release word
-//      in pinned host memory (runtime/device_runtime.h, StreamWaitWord: a
-//      one-thread kernel that polls it). S is now held until the
-//      operations' copies are done, while the host goes on.
+//      buffer free).
 //   2. When the fabric matches a send with its receive (whichever thread
 //      posts second), it queues on the receiver's copy lane (a stream of
-//      the receiver's GPU): wait for both sides' `ready`, the copy, then
-//      writes of both operations' release words. Neither host waits.
-//   3. The batch's request completes when every operation was matched and
-//      every release word written: a thread that waits on it sees the words
-//      (no driver call), and a watcher thread completes batches nobody
-//      waits on, so OnDone callbacks run.
-//   StreamWait(S') queues the same word waits on S' (no host block).
+//      the receiver's GPU): waits for both sides' `ready`, the copy (a
+//      kernel: runtime/device_runtime.h, CopyPeerAsync), then a write of
+//      both operations' release words (pinned host memory) and an event
+//      `done`.
+//   3. PostBatch returns once every operation of the batch is matched,
+//      after making S wait for each `done`. The host thread thus waits for
+//      its peers to post their side (ranks are threads: microseconds), not
+//      for the GPU.
+//   4. The batch's request completes when every release word is written:
+//      a thread that waits on it reads them (no driver call), and a
+//      watcher thread completes batches nobody waits on, so OnDone
+//      callbacks run.
+//   StreamWait(S') makes S' wait for the same events.
+//
+// Why the host waits for the match. A stream cannot wait on the GPU for
+// work that no thread has queued yet without holding something: CUDA's
+// stream memory operations (cuStreamWaitValue32) and a kernel polling a
+// flag both do, and the next command of a held stream blocks one of the
+// GPU's few hardware queues (CUDA_DEVICE_MAX_CONNECTIONS), behind which
+// the copy that would release it can sit. Both deadlocked relay's
+// executor on 4 H100s, which makes new streams for each collective. Every
+// wait here is on an event already recorded, which cannot deadlock.
 //
 // As with NCCL, operations that must proceed together (both sides of an
-// exchange) go in one batch: a lone send and a lone receive queued on one
-// stream by each of two ranks in the same order hold each other's streams.
+// exchange) go in one batch: two ranks that each post a lone send and then
+// a lone receive to each other wait for each other's receive forever (until
+// the deadline, DeadlineExceeded).
 //
-// Failure. A batch that fails (size mismatch, a lost peer, Abort) writes
-// its release words from the host, so no stream stays held; a copy already
-// queued may still land in the receive buffer, so free buffers only after
-// the communicator is aborted (as with NCCL). Release words are never
-// freed (a stream may read one after its batch is gone); a failed batch's
-// are not reused either, since a copy still queued may write them later.
+// Failure. A batch that fails (size mismatch, a lost peer, Abort, its
+// deadline while waiting for its peers) completes with the error; a copy
+// already queued may still land in the receive buffer, so free buffers
+// only after the communicator is aborted (as with NCCL). Release words are
+// never freed (a late copy may write one after its batch is gone); a
+// failed batch's are not reused either.
 #ifndef RELAY_TRANSPORTS_LOOPBACK_DEVICE_MESSAGES_H_
 #define RELAY_TRANSPORTS_LOOPBACK_DEVICE_MESSAGES_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,14 +76,18 @@ bool Available();
 // declared device memory; host memory is trusted as declared).
 absl::Status CheckDeviceMemory(const ConstBuffer& data, const char* what);
 
-// A word in pinned host memory and the value that releases the streams
-// waiting on it (runtime/device_runtime.h: StreamWaitWord).
+// A word in pinned host memory, written with `value` once a message's copy
+// has finished; the host polls it to complete the batch.
 struct ReleaseWord {
   uint32_t* word = nullptr;
   uint32_t value = 0;
   bool Reached() const;
   void WriteFromHost() const;
 };
+
+// An event shared by both sides of a message (destroyed with the last
+// reference; CUDA allows that while it is pending).
+using SharedEvent = std::shared_ptr<void>;
 
 // One rank's copy lane: the stream of its GPU that copies its incoming
 // messages (made by the rank's thread, on its current device, at its
@@ -80,11 +98,13 @@ class CopyLane {
   ~CopyLane();
   // Makes the stream on the calling thread's current device (once).
   absl::Status Ensure();
-  // Queues one message: waits for both sides' ready events, copies `bytes`
-  // from `src` to `dst`, then writes both release words.
-  absl::Status Queue(void* send_ready, void* recv_ready, const ConstBuffer& src,
-                     const Buffer& dst, const ReleaseWord& send_release,
-                     const ReleaseWord& recv_release);
+  // Queues one message: waits for both sides' ready events, copies from
+  // `src` to `dst`, writes both release words; returns the event recorded
+  // after all of it.
+  absl::StatusOr<SharedEvent> Queue(void* send_ready, void* recv_ready,
+                                    const ConstBuffer& src, const Buffer& dst,
+                                    const ReleaseWord& send_release,
+                                    const ReleaseWord& recv_release);
 
  private:
   std::mutex mu_;
@@ -96,8 +116,7 @@ class CopyLane {
 // loopback transport returns for it.
 class DeviceBatch final : public RequestState {
  public:
-  // Records `ready` on `stream` and holds it on one release word per
-  // operation; the batch then waits for `ops` matches (Matched()).
+  // Records `ready` on `stream`; the batch then waits for `ops` matches.
   static absl::StatusOr<std::shared_ptr<DeviceBatch>> Post(size_t ops,
                                                            void* stream,
                                                            absl::Time deadline);
@@ -105,12 +124,19 @@ class DeviceBatch final : public RequestState {
 
   void* ready() const { return ready_; }
   const ReleaseWord& release(size_t op) const { return releases_[op]; }
-  // One operation's copy is queued; the last one hands the batch to the
-  // watcher (or to whoever waits on it).
-  void Matched(std::shared_ptr<DeviceBatch> self);
+  // Operation `op`'s copy is queued, finishing at `done`; the last one
+  // hands the batch to the watcher (or to whoever waits on it).
+  void Matched(const std::shared_ptr<DeviceBatch>& self, size_t op,
+               SharedEvent done);
+  // Blocks until every operation is matched (OK), the batch failed (its
+  // error) or `deadline` passed (DeadlineExceeded, and the batch fails
+  // with it: its operations stay posted, so abort before freeing).
+  absl::Status AwaitMatched(absl::Time deadline);
   // Completes the batch if every copy has finished; true once done.
   bool Check();
 
+  // Waits for the peers' posts (AwaitMatched, up to the request's
+  // deadline) on the host, then orders `cuda_stream` after every copy.
   absl::Status StreamWait(void* cuda_stream) override;
   bool CancelledByTransportAbort() const override { return true; }
 
@@ -123,6 +149,9 @@ class DeviceBatch final : public RequestState {
   void* ready_ = nullptr;
   std::vector<ReleaseWord> releases_;
   std::atomic<size_t> unmatched_;
+  std::mutex mu_;
+  std::condition_variable matched_;   // Notified by Matched and on failure.
+  std::vector<SharedEvent> done_;     // By op; guarded by mu_.
 };
 
 }  // namespace loopback_device

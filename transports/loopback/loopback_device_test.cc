@@ -1,7 +1,7 @@
 // The loopback transport on device memory (device_messages.h): relay's
 // algorithms on device buffers with ranks as threads, the stream semantics
-// (a stream is held until its operation's copy has landed, the host is
-// not), bad input, and Abort releasing a held stream. Tests that need GPUs
+// (streams wait for the copy between them; the host waits only for its
+// peers' posts), bad input, and deadlines and Abort for unmatched posts. Tests that need GPUs
 // skip themselves where none (or too few) are visible; without CUDA, one
 // test checks that device memory is refused.
 #include <algorithm>
@@ -162,18 +162,19 @@ TEST(LoopbackDeviceConformanceTest, AllGpus) {
 // The heart of the stream semantics. Rank 0 posts a send on its stream and
 // queues an overwrite of the send buffer right after it; rank 1 posts the
 // receive 50 ms later and queues a copy of what it received right after
-// it. Had either stream not been held until the copy between them landed,
-// rank 1 would see the overwrite (or its own buffer's old bytes). Neither
-// host waits: rank 0's post returns while its peer has not posted.
-TEST(LoopbackDeviceTest, StreamsAreHeldUntilTheCopyLands) {
+// it. Had either stream not waited for the copy between them, rank 1 would
+// see the overwrite (or its own buffer's old bytes). Rank 0's post returns
+// only once rank 1 has posted (device_messages.h: the host waits for the
+// match, not for the GPU).
+TEST(LoopbackDeviceTest, StreamsWaitForTheCopyBetweenThem) {
   const int gpus = Gpus();
   if (gpus < 1) GTEST_SKIP() << "no GPU visible";
   std::vector<std::unique_ptr<Transport>> t = ConnectAll(2);
   ASSERT_NE(t[1], nullptr);
   constexpr size_t kBytes = 8 << 20;
   const std::vector<uint8_t> sent = Pattern(kBytes, 3);
-  std::atomic<bool> posted{false};
   std::vector<uint8_t> received(kBytes, 0);
+  const absl::Time start = absl::Now();
   std::thread sender([&] {
     ASSERT_TRUE(SetCurrentDevice(0).ok());
     absl::StatusOr<DeviceBytes> data = DeviceBytes::Allocate(kBytes);
@@ -189,10 +190,10 @@ TEST(LoopbackDeviceTest, StreamsAreHeldUntilTheCopyLands) {
     absl::StatusOr<Request> r =
         t[0]->PostBatch({send}, stream->get(), absl::Now() + absl::Seconds(30));
     ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_FALSE(r->Test()) << "done before its receive was posted";
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(40))
+        << "the post returned before its receive was posted";
     ASSERT_EQ(rt::CopyAsync(data->data(), junk->data(), kBytes, stream->get()),
               0);
-    posted = true;
     EXPECT_TRUE(r->Wait().ok());
     EXPECT_TRUE(Drains(stream->get(), absl::Seconds(10)));
   });
@@ -203,8 +204,7 @@ TEST(LoopbackDeviceTest, StreamsAreHeldUntilTheCopyLands) {
     absl::StatusOr<DeviceBytes> after = DeviceBytes::Allocate(kBytes);
     absl::StatusOr<DeviceStream> stream = DeviceStream::Create();
     ASSERT_TRUE(into.ok() && after.ok() && stream.ok());
-    while (!posted) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_until(absl::ToChronoTime(start + absl::Milliseconds(50)));
     const PeerOp recv{PeerOp::Kind::kRecv, 0, 5,
                       Buffer{into->data(), kBytes, DataType::kUint8,
                              Device::Cuda(device)}};
@@ -224,8 +224,7 @@ TEST(LoopbackDeviceTest, StreamsAreHeldUntilTheCopyLands) {
       << "rank 1 did not receive what rank 0 sent";
 }
 
-// StreamWait orders another stream after the operation without blocking
-// the host.
+// StreamWait orders another stream after the operation.
 TEST(LoopbackDeviceTest, StreamWaitOrdersAnotherStream) {
   const int gpus = Gpus();
   if (gpus < 1) GTEST_SKIP() << "no GPU visible";
@@ -261,7 +260,6 @@ TEST(LoopbackDeviceTest, StreamWaitOrdersAnotherStream) {
         {recv}, posting->get(), absl::Now() + absl::Seconds(30));
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_TRUE(r->StreamWait(other->get()).ok());
-    EXPECT_FALSE(r->Test()) << "the sender has not posted yet";
     ASSERT_EQ(rt::CopyAsync(after->data(), into->data(), kBytes, other->get()),
               0);
     ASSERT_TRUE(Drains(other->get(), absl::Seconds(10)));
@@ -311,32 +309,38 @@ TEST(LoopbackDeviceTest, RejectsMemoryItCannotMove) {
       nullptr, absl::InfiniteFuture());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  // A device send matched by a host receive, and sizes that differ: both
-  // sides fail, and no stream stays held.
+  // A device send matched by a host receive: both fail.
+  absl::StatusOr<Request> host_recv =
+      t[1]->Irecv(0, 3, Buffer::Of(host), absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(host_recv.ok());
   absl::StatusOr<Request> dev_send = t[0]->Isend(
       1, 3, ConstBuffer{d->data(), 256, DataType::kFloat32, Device::Cuda(0)},
       absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(dev_send.ok());
-  absl::StatusOr<Request> host_recv =
-      t[1]->Irecv(0, 3, Buffer::Of(host), absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(host_recv.ok());
   EXPECT_EQ(dev_send->Wait().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(host_recv->Wait().code(), absl::StatusCode::kInvalidArgument);
+  // Sizes that differ: both fail (each post waits for the other's).
+  absl::StatusOr<Request> small;
+  std::thread receiver([&] {
+    ASSERT_TRUE(SetCurrentDevice(0).ok());
+    small = t[1]->Irecv(
+        0, 4, Buffer{d->data(), 128, DataType::kFloat32, Device::Cuda(0)},
+        absl::Now() + absl::Seconds(10));
+  });
   absl::StatusOr<Request> big = t[0]->Isend(
       1, 4, ConstBuffer{d->data(), 256, DataType::kFloat32, Device::Cuda(0)},
       absl::Now() + absl::Seconds(10));
-  absl::StatusOr<Request> small = t[1]->Irecv(
-      0, 4, Buffer{d->data(), 128, DataType::kFloat32, Device::Cuda(0)},
-      absl::Now() + absl::Seconds(10));
+  receiver.join();
   ASSERT_TRUE(big.ok() && small.ok());
   EXPECT_EQ(big->Wait().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(small->Wait().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Drains(nullptr, absl::Seconds(10)));
 }
 
-// A peer that never posts: the host's Wait gives DeadlineExceeded in time,
-// and Abort fails the batch with Cancelled and lets its stream go on.
-TEST(LoopbackDeviceTest, AbortReleasesAHeldStream) {
+// A peer that never posts: the post returns at its deadline with the batch
+// failed (DeadlineExceeded), and Abort ends a post waiting with no
+// deadline (Cancelled). Neither leaves its stream held.
+TEST(LoopbackDeviceTest, UnmatchedPostsEndAtTheDeadlineOrAbort) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
   std::vector<std::unique_ptr<Transport>> t = ConnectAll(2);
   ASSERT_NE(t[0], nullptr);
@@ -346,19 +350,27 @@ TEST(LoopbackDeviceTest, AbortReleasesAHeldStream) {
   ASSERT_TRUE(d.ok() && stream.ok());
   const PeerOp recv{PeerOp::Kind::kRecv, 1, 9,
                     Buffer{d->data(), 4096, DataType::kUint8, Device::Cuda(0)}};
-  absl::StatusOr<Request> r =
-      t[0]->PostBatch({recv}, stream->get(), absl::InfiniteFuture());
-  ASSERT_TRUE(r.ok()) << r.status();
   const absl::Time start = absl::Now();
-  EXPECT_EQ(r->Wait(absl::Milliseconds(200)).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  absl::StatusOr<Request> r = t[0]->PostBatch(
+      {recv}, stream->get(), absl::Now() + absl::Milliseconds(200));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(190));
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(300));
-  EXPECT_FALSE(Drains(stream->get(), absl::Milliseconds(50)))
-      << "the stream went on before its receive";
+  EXPECT_TRUE(Drains(stream->get(), absl::Seconds(10)));
+
+  absl::StatusOr<Request> waiting;
+  std::thread poster([&] {
+    ASSERT_TRUE(SetCurrentDevice(0).ok());
+    const PeerOp again{PeerOp::Kind::kRecv, 1, 10, recv.data};
+    waiting = t[0]->PostBatch({again}, stream->get(), absl::InfiniteFuture());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   t[0]->Abort(absl::CancelledError("test abort"));
-  EXPECT_EQ(r->Wait().code(), absl::StatusCode::kCancelled);
-  EXPECT_TRUE(Drains(stream->get(), absl::Seconds(10)))
-      << "the stream is still held after Abort";
+  poster.join();
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->Wait().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(Drains(stream->get(), absl::Seconds(10)));
 }
 
 }  // namespace

@@ -713,12 +713,19 @@ class LoopbackFabric {
     auto batch_of = [](const std::shared_ptr<RequestState>& r) {
       return std::static_pointer_cast<loopback_device::DeviceBatch>(r);
     };
+    loopback_device::SharedEvent done;
     if (status.ok()) {
       if (send.op >= 0 && recv.op >= 0) {
         auto from = batch_of(send.request), into = batch_of(recv.request);
-        status = copy_lane(dst).Queue(from->ready(), into->ready(), send.data,
-                                      recv.dst, from->release(send.op),
-                                      into->release(recv.op));
+        absl::StatusOr<loopback_device::SharedEvent> queued =
+            copy_lane(dst).Queue(from->ready(), into->ready(), send.data,
+                                 recv.dst, from->release(send.op),
+                                 into->release(recv.op));
+        if (queued.ok()) {
+          done = *std::move(queued);
+        } else {
+          status = queued.status();
+        }
       } else {
         // Empty, one side on the host: nothing to copy or wait for.
         if (send.op >= 0) batch_of(send.request)->release(send.op).WriteFromHost();
@@ -738,8 +745,12 @@ class LoopbackFabric {
     for (DoneCallback& cb : recv_callbacks) std::move(cb)(status);
     for (DoneCallback& cb : send_callbacks) std::move(cb)(status);
     if (status.ok()) {
-      if (recv.op >= 0) batch_of(recv.request)->Matched(batch_of(recv.request));
-      if (send.op >= 0) batch_of(send.request)->Matched(batch_of(send.request));
+      if (recv.op >= 0) {
+        batch_of(recv.request)->Matched(batch_of(recv.request), recv.op, done);
+      }
+      if (send.op >= 0) {
+        batch_of(send.request)->Matched(batch_of(send.request), send.op, done);
+      }
     }
   }
 
@@ -935,6 +946,11 @@ absl::StatusOr<Request> LoopbackTransport::PostDevice(
                     {ConstBuffer{}, op.data, nullptr, batch,
                      static_cast<int>(i)});
     }
+  }
+  // Returns once the peers have posted their side, with `cuda_stream`
+  // ordered after the copies (device_messages.h says why the host waits).
+  if (absl::Status ordered = batch->StreamWait(cuda_stream); !ordered.ok()) {
+    batch->Complete(ordered);  // Already failed, or a CUDA error now.
   }
   return Request(std::move(batch));
 }

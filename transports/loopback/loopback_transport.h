@@ -87,8 +87,9 @@ class LoopbackTransport final : public Transport {
                                       Buffer dst, ReduceFn reduce,
                                       absl::Time deadline) override;
   // Device memory (where loopback_device::Available()): a batch is queued on
-  // `cuda_stream` as NCCL's group would be (device_messages.h). Host
-  // memory: each op through Isend and Irecv.
+  // `cuda_stream` as NCCL's group would be, and returns once the peers have
+  // posted their side (device_messages.h), or at `deadline` with the
+  // request failed. Host memory: each op through Isend and Irecv.
   absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
                                     void* cuda_stream,
                                     absl::Time deadline) override;
