@@ -200,22 +200,6 @@ bool EnablePeerAccess(int device, int peer) {
 
 namespace {
 
-// A stream's wait for a release word is a one-thread kernel that polls it,
-// not CUDA's stream memory operation (cuStreamWaitValue32): a wait
-// operation at the head of one of the device's few hardware queues
-// (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default) blocks every stream mapped
-// to that queue, including the copy stream that is to write the word, and
-// relay's executor makes streams per call, so two of them sharing a queue
-// is a matter of time: it deadlocked bench/collectives on 2 H100s. A
-// kernel, once launched, holds one block slot and nothing else. NCCL's
-// kernels wait for their peers the same way.
-__global__ void WaitWordKernel(const volatile uint32_t* word, uint32_t value) {
-  // A volatile load goes to memory each time: the word is written by the
-  // host or by another GPU, which this GPU's caches do not see.
-  while (static_cast<int32_t>(*word - value) < 0) __nanosleep(256);
-  __threadfence_system();
-}
-
 // Runs after the work queued before it on its stream; the fence makes
 // that work's writes (a copy's data) visible before the word is.
 __global__ void WriteWordKernel(volatile uint32_t* word, uint32_t value) {
@@ -252,12 +236,12 @@ __global__ void CopyKernel(char* dst, const char* src, size_t bytes) {
 constexpr int kCopyThreads = 512;
 constexpr int kCopyMaxBlocks = 64;  // Enough loads in flight for NVLink.
 
-// The kernels loaded on `device` before the first wait is queued there.
-// CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since
-// 12.2), and loading one waits for the device's running kernels: a write
-// loaded while a wait polls for it never runs (the loopback stream test
-// hung on 4 H100s). cudaFuncGetAttributes loads a kernel, as NCCL does
-// for its own at initialisation.
+// The kernels loaded on `device` before the first is queued there. CUDA
+// loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since 12.2),
+// and loading one waits for the device's running kernels, among them any
+// kernel waiting for a peer (NCCL's): a load in the middle of a collective
+// can wait for work that waits for this thread. cudaFuncGetAttributes loads
+// a kernel, as NCCL does for its own at initialisation.
 std::once_flag word_kernels_once[kMaxDevices];
 cudaError_t word_kernels_error[kMaxDevices];
 
@@ -265,8 +249,7 @@ cudaError_t LoadWordKernels(int device) {
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   std::call_once(word_kernels_once[device], [device] {
     cudaFuncAttributes a;
-    cudaError_t e = cudaFuncGetAttributes(&a, WaitWordKernel);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, WriteWordKernel);
+    cudaError_t e = cudaFuncGetAttributes(&a, WriteWordKernel);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, CopyKernel);
     word_kernels_error[device] = e;
   });
@@ -297,8 +280,6 @@ int OnStreamDevice(void* stream, Launch launch) {
 
 }  // namespace
 
-bool StreamWordsAvailable() { return true; }
-
 int AllocateHostWords(uint32_t** words, size_t count) {
   void* p = nullptr;
   const cudaError_t e =
@@ -311,13 +292,7 @@ int AllocateHostWords(uint32_t** words, size_t count) {
 }
 
 // Mapped, portable host memory has one address on the host and on every
-// GPU (unified addressing), so the kernels take the host pointer.
-int StreamWaitWord(void* stream, const uint32_t* word, uint32_t value) {
-  return OnStreamDevice(stream, [&](cudaStream_t s) {
-    WaitWordKernel<<<1, 1, 0, s>>>(word, value);
-  });
-}
-
+// GPU (unified addressing), so the kernel takes the host pointer.
 int StreamWriteWord(void* stream, uint32_t* word, uint32_t value) {
   return OnStreamDevice(stream, [&](cudaStream_t s) {
     WriteWordKernel<<<1, 1, 0, s>>>(word, value);

@@ -33,9 +33,7 @@ int CopyAsync(void*, const void*, size_t, void*) { return kNoCuda; }
 int CopyPeerAsync(void*, int, const void*, int, size_t, void*) {
   return kNoCuda;
 }
-bool StreamWordsAvailable() { return false; }
 int AllocateHostWords(uint32_t**, size_t) { return kNoCuda; }
-int StreamWaitWord(void*, const uint32_t*, uint32_t) { return kNoCuda; }
 int StreamWriteWord(void*, uint32_t*, uint32_t) { return kNoCuda; }
 
 }  // namespace device_runtime

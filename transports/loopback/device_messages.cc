@@ -51,8 +51,7 @@ class WordPool {
   }
 
  private:
-  // Allocated rarely: pinned allocation may wait for the GPUs, whose held
-  // streams may be waiting for this very thread's next post.
+  // Allocated rarely: pinned allocation is slow and may synchronise.
   static constexpr size_t kChunk = 1 << 16;
   std::mutex mu_;
   std::vector<ReleaseWord> free_;  // With the value of their last use.
@@ -115,8 +114,7 @@ class Watcher {
 bool Available() {
   static const bool available = [] {
     int count = 0;
-    return rt::DeviceCount(&count) == 0 && count > 0 &&
-           rt::StreamWordsAvailable();
+    return rt::DeviceCount(&count) == 0 && count > 0;
   }();
   return available;
 }
