@@ -194,9 +194,11 @@ class Transport {
   // Posts every op of `ops` at once (an exchange cannot deadlock) and
   // returns one request that completes when all have, with the first error.
   // Stream-ordered transports queue them on `cuda_stream` as one group (for
-  // NCCL, one ncclGroupStart/End); the default posts each through Isend and
-  // Irecv and ignores the stream. On an error some ops may be in flight: the
-  // caller aborts the transport before freeing their buffers.
+  // NCCL, one ncclGroupStart/End; loopback's device memory returns once the
+  // peers have posted their side, transports/loopback/device_messages.h);
+  // the default posts each through Isend and Irecv and ignores the stream.
+  // On an error some ops may be in flight: the caller aborts the transport
+  // before freeing their buffers.
   virtual absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
                                             void* cuda_stream,
                                             absl::Time deadline);
