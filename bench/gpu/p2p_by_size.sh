@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# File: bench/gpu/p2p_call_cost.sh
+# File: bench/gpu/p2p_by_size.sh
 #
-# What one call of NCCL's point-to-point API costs, against which relay's
-# ring over NCCL (one ncclGroup of a send and a receive per step and lane)
-# is bounded: NCCL's own ring exchange (nccl_collectives --collective
-# sendrecv, unchecked) over 8 MB - 1 GB on 2 and 4 GPUs, whose times fit
-# t(m) = a + m / B; then relay's ring all_reduce on 4 GPUs at pipeline
-# depths 1 and 2 (fewer, larger calls against overlap), reductions capped
-# at 16 blocks. About 100 s. From the folder bench/gpu/build.sh filled.
+# NCCL's point-to-point bandwidth by message size, which bounds relay's
+# ring over NCCL (one ncclGroup of a send and a receive per step and lane,
+# of S / (ranks x lanes) bytes): NCCL's own ring exchange (nccl_collectives
+# --collective sendrecv, unchecked) over 8 MB - 1 GB on 2 and 4 GPUs; then
+# relay's ring all_reduce on 4 GPUs at pipeline depths 1 and 2 (larger
+# messages against overlap), reductions capped at 16 blocks. About 100 s.
+# From the folder bench/gpu/build.sh filled.
 #
 # On 4 H100s (2026-11-26) NCCL's point-to-point ran at 113-162 GB/s up to
 # 128 MB messages and 299 at 256 MB: P2P_ENVS then reruns the 4-GPU ring
@@ -15,12 +15,12 @@
 # (about 55 s each), and NCCL_DEBUG=INFO logs of one 64 MB exchange show
 # the channels NCCL chose (p2p_debug.log).
 #
-# Usage: p2p_call_cost.sh OUT_DIR
+# Usage: p2p_by_size.sh OUT_DIR
 # Environment: P2P_ENVS, space-separated VAR=VALUE settings (default:
 #   none); e.g. "NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8"
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:?usage: p2p_call_cost.sh OUT_DIR}"
+out="${1:?usage: p2p_by_size.sh OUT_DIR}"
 mkdir -p "$out"
 # shellcheck source=bench/gpu/gpu_env.sh
 source "$here/gpu_env.sh"
