@@ -10,19 +10,23 @@
 # everything under OUT_DIR and packs it into OUT_DIR.tgz at the end (a
 # device tool fetches a few files, not a tree).
 #
-#   1. device_reduce_test and nccl_transport_test (conformance on 2 and 4
+#   1. device_reduce_test, nccl_transport_test (conformance on 2 and 4
 #      GPUs as threads, Split over ncclCommSplit, bad input, deadlines)
-#   2. NCCL's own ring exchange (nccl_collectives --collective sendrecv,
-#      256 MB - 1 GB): the point-to-point ceiling of relay's ring
-#   3. relay's ring against native all_reduce (ring_over_nccl.sh), with
+#      and loopback_device_test (loopback on device memory)
+#   2. relay's ring against native all_reduce (ring_over_nccl.sh), with
 #      the reductions' grid capped at each REDUCE_BLOCKS
-#   4. the time relay adds to small calls (nccl_latency.sh), against raw
-#      NCCL and against BASELINE (another build's collectives) if given
+#   3. NCCL's point-to-point bandwidth by message size, the ring's ceiling,
+#      under each of NCCL's channel settings in P2P_ENVS (p2p_by_size.sh)
+#   4. with LATENCY=1, the time relay adds to small calls
+#      (nccl_latency.sh), against raw NCCL and against BASELINE (another
+#      build's collectives) if given; its 140 s do not fit the 580 s with
+#      the rest, so set LIMIT_SCALE or drop a step
 #
 # Usage: open_targets.sh OUT_DIR
 # Environment: BASELINE (path of another build's collectives binary),
-#   REDUCE_BLOCKS (default "16 33 66"), LIMIT_SCALE (default 1: multiply
-#   every step's time limit).
+#   REDUCE_BLOCKS (default "16"), P2P_ENVS (default
+#   "NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8"), LATENCY (default
+#   0), LIMIT_SCALE (default 1: multiply every step's time limit).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: open_targets.sh OUT_DIR}"
@@ -43,24 +47,28 @@ nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
 step device_reduce_test 40 "$here/device_reduce_test"
 step nccl_transport_test 120 "$here/nccl_transport_test"
 tail -3 "$out/nccl_transport_test.log"
+step loopback_device_test 60 "$here/loopback_device_test"
+tail -3 "$out/loopback_device_test.log"
 for n in 2 4; do
   [ "$n" -le "$all" ] || continue
   devices=$(seq -s, 0 $((n - 1)))
-  step "sendrecv_${n}gpu" 30 env CUDA_VISIBLE_DEVICES="$devices" \
-    "$here/nccl_collectives" -b 256M -e 1G -f 2 -n 20 -w 5 -c 1 -t 1 \
-    --collective sendrecv --json "$out/sendrecv_${n}gpu.json"
-  step "ring_${n}gpu" 110 env CUDA_VISIBLE_DEVICES="$devices" CHECK=0 \
-    MIN_SIZE=256M DEPTHS=2 REDUCE_BLOCKS="${REDUCE_BLOCKS:-16 33 66}" \
+  step "ring_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" CHECK=0 \
+    MIN_SIZE=256M DEPTHS=2 REDUCE_BLOCKS="${REDUCE_BLOCKS:-16}" \
     "$here/ring_over_nccl.sh" "$out/ring_${n}gpu" 1
 done
-for n in 2 4; do
-  [ "$n" -le "$all" ] || continue
-  devices=$(seq -s, 0 $((n - 1)))
-  variants="relay relay-own-stream"
-  [ -n "${BASELINE:-}" ] && variants="$variants baseline baseline-own-stream"
-  step "latency_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" FACTOR=4 \
-    VARIANTS="$variants" "$here/nccl_latency.sh" "$out/latency_${n}gpu" 5 all_reduce
-done
+step p2p_by_size 220 env \
+  P2P_ENVS="${P2P_ENVS-NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8}" \
+  "$here/p2p_by_size.sh" "$out/p2p"
+if [ "${LATENCY:-0}" = 1 ]; then
+  for n in 2 4; do
+    [ "$n" -le "$all" ] || continue
+    devices=$(seq -s, 0 $((n - 1)))
+    variants="relay relay-own-stream"
+    [ -n "${BASELINE:-}" ] && variants="$variants baseline baseline-own-stream"
+    step "latency_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" FACTOR=4 \
+      VARIANTS="$variants" "$here/nccl_latency.sh" "$out/latency_${n}gpu" 5 all_reduce
+  done
+fi
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
 for f in "$out"/ring_*gpu/ratio_all_reduce.md; do
   [ -f "$f" ] && { echo "== $f"; grep -E "^###|^\| [0-9]" "$f" | cut -c1-100; }
@@ -68,5 +76,5 @@ done
 for f in "$out"/latency_*gpu/added_all_reduce.md; do
   [ -f "$f" ] && { echo "== $f"; grep -E "^###|largest" "$f"; }
 done
-grep -h "^ *[0-9]" "$out"/sendrecv_*gpu.log 2>/dev/null | head -8
+cat "$out/p2p_by_size.log"
 echo "packed $out.tgz"
