@@ -119,7 +119,7 @@ bool Available() {
   return available;
 }
 
-absl::Status CheckDeviceMemory(const ConstBuffer& data, const char* what) {
+absl::Status CheckDeviceMemory(const ConstBuffer& data, absl::string_view what) {
   if (data.device.is_host() || data.count == 0) return absl::OkStatus();
   int device = -1;
   if (int e = rt::DeviceOfPointer(data.data, &device); e != 0) {

@@ -61,6 +61,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "runtime/buffer.h"
 #include "runtime/request.h"
@@ -74,7 +75,7 @@ bool Available();
 
 // Whether `data` is device memory on the GPU it is declared on (for
 // declared device memory; host memory is trusted as declared).
-absl::Status CheckDeviceMemory(const ConstBuffer& data, const char* what);
+absl::Status CheckDeviceMemory(const ConstBuffer& data, absl::string_view what);
 
 // A word in pinned host memory, written with `value` once a message's copy
 // has finished; the host polls it to complete the batch.

@@ -957,7 +957,9 @@ absl::StatusOr<Request> LoopbackTransport::PostDevice(
 
 absl::Status LoopbackTransport::CheckMemory(const ConstBuffer& data,
                                             absl::string_view what) const {
-  return loopback_device::CheckDeviceMemory(data, std::string(what).c_str());
+  // The host path's every call: no work beyond this test.
+  if (data.device.is_host() || data.count == 0) return absl::OkStatus();
+  return loopback_device::CheckDeviceMemory(data, what);
 }
 
 absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
