@@ -1,6 +1,7 @@
 #include "collectives/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <array>
 #include <cstdlib>
 
@@ -252,14 +253,16 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   // (loopback offers both): the rendezvous and the shared-memory exchange
   // hand over host addresses, a fused receive-and-reduce runs a host
   // function. The cost model then chooses among the scheduled algorithms.
-  TransportCapabilities device_caps;
+  // (An optional: the host path, where every nanosecond of a small call
+  // shows, builds no second copy.)
+  std::optional<TransportCapabilities> device_caps;
   if (on_device) {
-    device_caps = caps;
-    device_caps.shared_address_space = false;
-    device_caps.exchange_bytes = 0;
-    device_caps.fused_recv_reduce = false;
+    device_caps.emplace(caps);
+    device_caps->shared_address_space = false;
+    device_caps->exchange_bytes = 0;
+    device_caps->fused_recv_reduce = false;
   }
-  const TransportCapabilities& usable = on_device ? device_caps : caps;
+  const TransportCapabilities& usable = on_device ? *device_caps : caps;
   const Algorithm algorithm = Resolve(args, size, usable);
   if (!Implements(algorithm, args.kind)) {
     return absl::InvalidArgumentError(absl::StrCat(
