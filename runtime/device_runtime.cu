@@ -304,9 +304,17 @@ int SetDevice(int device) { return cudaSetDevice(device); }
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream) {
   if (bytes == 0) return cudaSuccess;
-  // The kernel runs on the stream's GPU, which must reach the other one.
-  bool reachable = EnablePeerAccess(dst_device, src_device);
-  reachable = EnablePeerAccess(src_device, dst_device) && reachable;
+  // The kernel runs on the stream's GPU (loopback's copy lane: the
+  // receiver's current one, normally the destination's), which must reach
+  // both buffers.
+  int runs_on = dst_device;
+  const cudaError_t e =
+      stream == nullptr
+          ? cudaGetDevice(&runs_on)
+          : cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &runs_on);
+  if (e != cudaSuccess) return e;
+  bool reachable = EnablePeerAccess(runs_on, src_device);
+  reachable = EnablePeerAccess(runs_on, dst_device) && reachable;
   if (!reachable) {  // Staged through the host by CUDA.
     return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes,
                                static_cast<cudaStream_t>(stream));
