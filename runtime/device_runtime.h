@@ -50,10 +50,10 @@ int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 // writes the other GPU's memory directly: its addresses are used in GPU
 // order only, so memory whose stream-ordered free was queued on the host
 // before this copy, but runs after it on the GPU, is still fine
-// (device_runtime.cu says why that matters). The first copy between two
-// GPUs enables peer access both ways; between GPUs without it, CUDA's
-// cudaMemcpyPeerAsync stages the copy through host memory (and checks its
-// addresses when queued). Memory from a stream-ordered pool must be accessible
+// (device_runtime.cu says why that matters). The first copy from a GPU
+// enables its peer access to the buffers' GPUs; between GPUs without it,
+// CUDA's cudaMemcpyPeerAsync stages the copy through host memory (and
+// checks its addresses when queued). Memory from a stream-ordered pool must be accessible
 // to the other GPU (cudaMemPoolSetAccess; relay's own pool is). Thread-safe;
 // leaves the calling thread's current device as it was.
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,

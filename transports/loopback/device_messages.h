@@ -70,7 +70,8 @@ namespace relay {
 namespace loopback_device {
 
 // True where this build has CUDA and a GPU is visible: loopback then moves
-// device memory.
+// device memory. Asked once per process (the first loopback transport's
+// capabilities), which initialises the CUDA runtime in a CUDA build.
 bool Available();
 
 // Whether `data` is device memory on the GPU it is declared on (for
