@@ -242,18 +242,18 @@ constexpr int kCopyMaxBlocks = 64;  // Enough loads in flight for NVLink.
 // kernel waiting for a peer (NCCL's): a load in the middle of a collective
 // can wait for work that waits for this thread. cudaFuncGetAttributes loads
 // a kernel, as NCCL does for its own at initialisation.
-std::once_flag word_kernels_once[kMaxDevices];
-cudaError_t word_kernels_error[kMaxDevices];
+std::once_flag own_kernels_once[kMaxDevices];
+cudaError_t own_kernels_error[kMaxDevices];
 
-cudaError_t LoadWordKernels(int device) {
+cudaError_t LoadOwnKernels(int device) {
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
-  std::call_once(word_kernels_once[device], [device] {
+  std::call_once(own_kernels_once[device], [device] {
     cudaFuncAttributes a;
     cudaError_t e = cudaFuncGetAttributes(&a, WriteWordKernel);
     if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, CopyKernel);
-    word_kernels_error[device] = e;
+    own_kernels_error[device] = e;
   });
-  return word_kernels_error[device];
+  return own_kernels_error[device];
 }
 
 // Runs `launch` (which queues one of the kernels above on `stream`) from
@@ -269,7 +269,7 @@ int OnStreamDevice(void* stream, Launch launch) {
   }
   if (e != cudaSuccess) return e;
   if (device != current && (e = cudaSetDevice(device)) != cudaSuccess) return e;
-  e = LoadWordKernels(device);
+  e = LoadOwnKernels(device);
   if (e == cudaSuccess) {
     launch(static_cast<cudaStream_t>(stream));
     e = cudaGetLastError();

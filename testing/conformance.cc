@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/selection.h"
@@ -334,6 +336,33 @@ absl::Status RunConformanceCase(const ConformanceCase& c,
   return RunRanks(c.size, factory, engine, [&](Communicator& comm) {
     return RunOneRank(c, comm, inputs, arrived);
   });
+}
+
+absl::Status RunConformanceCasesOnOneGroup(
+    const std::vector<ConformanceCase>& cases, int size,
+    TransportFactory& factory, const CollectiveEngine& engine,
+    const CommunicatorOptions& options, const RankSetup& setup,
+    std::vector<std::string>* failures) {
+  std::vector<ThreadArrivals> arrivals(cases.size());
+  std::mutex mu;
+  int failed = 0;  // Guarded by mu.
+  return RunRanks(
+      size, factory, engine,
+      [&](Communicator& comm) -> absl::Status {
+        for (size_t i = 0; i < cases.size(); ++i) {
+          absl::Status one = RunConformanceCaseOnRank(cases[i], comm, arrivals[i]);
+          if (one.ok()) continue;
+          std::lock_guard<std::mutex> lock(mu);
+          failures->push_back(absl::StrCat("rank ", comm.rank(), ": ",
+                                           cases[i].Name(), ": ",
+                                           one.ToString()));
+          if (++failed > 20 || one.code() != absl::StatusCode::kInternal) {
+            return one;
+          }
+        }
+        return absl::OkStatus();
+      },
+      options, setup);
 }
 
 absl::Status RunConformanceCaseOnRank(const ConformanceCase& c,

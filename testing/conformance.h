@@ -29,6 +29,7 @@
 #include "runtime/collective.h"
 #include "runtime/data_type.h"
 #include "runtime/transport.h"
+#include "testing/rank_harness.h"
 
 namespace relay {
 
@@ -115,6 +116,19 @@ class ThreadArrivals final : public BarrierArrivals {
 absl::Status RunConformanceCaseOnRank(const ConformanceCase& c,
                                       Communicator& comm,
                                       BarrierArrivals& arrivals);
+
+// Runs `cases` (all for `size` ranks) in order on one group of `size` ranks
+// as threads, each rank keeping its communicator for all of them (a GPU
+// transport's communicator is expensive to make). Every failing case adds
+// a line "rank R: CASE: STATUS" to `*failures`. A rank goes on past wrong
+// values (Internal), up to 20 failures in all, and stops at any other
+// error, which the returned status carries. `setup` runs on each rank's
+// thread first (a GPU test selects the rank's device there).
+absl::Status RunConformanceCasesOnOneGroup(
+    const std::vector<ConformanceCase>& cases, int size,
+    TransportFactory& factory, const CollectiveEngine& engine,
+    const CommunicatorOptions& options, const RankSetup& setup,
+    std::vector<std::string>* failures);
 
 template <typename ParamInfo>
 std::string ConformanceCaseName(const ParamInfo& info) {

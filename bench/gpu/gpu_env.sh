@@ -10,6 +10,8 @@
 #     names, else every one nvidia-smi lists.
 #   - gpu_header prints the "# date host: N x NAME" line a results folder's
 #     environment.txt starts with.
+#   - timed_step runs one bounded step of a lease's command (open_targets.sh,
+#     loopback_on_gpus.sh).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 gpu_count() {
@@ -22,4 +24,15 @@ gpu_count() {
 
 gpu_header() {  # gpus
   echo "# $(date -u +%FT%TZ) $(hostname): $1 x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+}
+
+# timed_step OUT_DIR NAME LIMIT_S COMMAND...: runs COMMAND with its output
+# in OUT_DIR/NAME.log, cut off after LIMIT_S x LIMIT_SCALE (default 1)
+# seconds, and prints "NAME: rc RC in T s (limit L s)" (rc 124: cut off).
+timed_step() {
+  local out="$1" name="$2" limit=$(($3 * ${LIMIT_SCALE:-1})) start=$SECONDS
+  shift 3
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: rc $rc in $((SECONDS - start)) s (limit $limit s)"
 }

@@ -10,7 +10,8 @@
 # Each step is cut off at its limit; the limits add up to 345 s.
 #
 # Usage: loopback_on_gpus.sh OUT_DIR
-# Environment: MIN_SIZE, MAX_SIZE (default 1M .. 1G, x4)
+# Environment: MIN_SIZE, MAX_SIZE (default 1M .. 1G, x4), LIMIT_SCALE
+#   (default 1: multiply every step's time limit)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: loopback_on_gpus.sh OUT_DIR}"
@@ -18,13 +19,7 @@ mkdir -p "$out"
 # shellcheck source=bench/gpu/gpu_env.sh
 source "$here/gpu_env.sh"
 all=$(gpu_count)
-step() {  # name limit_s command...
-  local name="$1" limit=$2 start=$SECONDS
-  shift 2
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc $rc in $((SECONDS - start)) s (limit $limit s)"
-}
+step() { timed_step "$out" "$@"; }  # name limit_s command...
 nvidia-smi -L >"$out/gpus.txt" 2>&1
 step device_semantics 30 "$here/loopback_device_test" \
   --gtest_filter='LoopbackDeviceTest.*'

@@ -34,14 +34,7 @@ mkdir -p "$out"
 # shellcheck source=bench/gpu/gpu_env.sh
 source "$here/gpu_env.sh"
 all=$(gpu_count)
-scale="${LIMIT_SCALE:-1}"
-step() {  # name limit_s command...
-  local name="$1" limit=$(($2 * scale)) start=$SECONDS
-  shift 2
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  echo "$name: rc $rc in $((SECONDS - start)) s (limit $limit s)"
-}
+step() { timed_step "$out" "$@"; }  # name limit_s command...
 nvidia-smi -L >"$out/gpus.txt" 2>&1
 nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
 step device_reduce_test 40 "$here/device_reduce_test"

@@ -121,3 +121,35 @@ INSTANTIATE_TEST_SUITE_P(Matrix, LoopbackStreamExecutorConformanceTest,
 
 }  // namespace
 }  // namespace relay
+
+namespace relay {
+namespace {
+
+// RunConformanceCasesOnOneGroup, which the GPU suites use (one
+// communicator per rank for the whole matrix): every case of one size on
+// one loopback group matches the reference, and a case the group cannot
+// run is reported with its rank and name and stops the run.
+TEST(LoopbackOneGroupConformanceTest, RunsEveryCaseOfASizeOnOneGroup) {
+  LoopbackTransportFactory factory;
+  ScheduleEngine engine;
+  std::vector<ConformanceCase> cases = ConformanceCasesForSize(3);
+  ASSERT_GT(cases.size(), 100u);
+  std::vector<std::string> failures;
+  absl::Status s = RunConformanceCasesOnOneGroup(
+      cases, 3, factory, engine, {}, nullptr, &failures);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_TRUE(failures.empty()) << failures.front();
+
+  cases.resize(2);
+  cases[1].size = 4;  // Not this group's size.
+  failures.clear();
+  s = RunConformanceCasesOnOneGroup(cases, 3, factory, engine, {},
+                                    nullptr, &failures);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  ASSERT_EQ(failures.size(), 3u);  // Each rank, once.
+  EXPECT_NE(failures[0].find(cases[1].Name()), std::string::npos)
+      << failures[0];
+}
+
+}  // namespace
+}  // namespace relay

@@ -113,29 +113,15 @@ TEST(LoopbackDeviceTest, WithoutAGpuDeviceMemoryIsRefused) {
 void RunConformance(int n) {
   const std::vector<ConformanceCase> cases = DeviceAlgorithmConformanceCases(n);
   ASSERT_FALSE(cases.empty());
-  std::vector<ThreadArrivals> arrivals(cases.size());
-  std::atomic<int> failures{0};
   CommunicatorOptions options;
   options.default_timeout = absl::Seconds(60);
   LoopbackTransportFactory factory;
   const int gpus = Gpus();
-  absl::Status s = RunRanks(
-      n, factory, DefaultEngine(),
-      [&](Communicator& comm) -> absl::Status {
-        for (size_t i = 0; i < cases.size(); ++i) {
-          absl::Status one =
-              RunConformanceCaseOnRank(cases[i], comm, arrivals[i]);
-          if (!one.ok()) {
-            ADD_FAILURE() << "rank " << comm.rank() << ": " << cases[i].Name()
-                          << ": " << one;
-            if (++failures > 20 || one.code() != absl::StatusCode::kInternal) {
-              return one;
-            }
-          }
-        }
-        return absl::OkStatus();
-      },
-      options, [gpus](int rank) { return SetCurrentDevice(rank % gpus); });
+  std::vector<std::string> failures;
+  absl::Status s = RunConformanceCasesOnOneGroup(
+      cases, n, factory, DefaultEngine(), options,
+      [gpus](int rank) { return SetCurrentDevice(rank % gpus); }, &failures);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
   EXPECT_TRUE(s.ok()) << s;
   std::printf("%zu cases on %d ranks over %d GPUs\n", cases.size(), n,
               std::min(n, gpus));

@@ -660,6 +660,14 @@ class LoopbackFabric {
     }
   }
 
+  // A send and its receive must have the same size (transport.h).
+  static absl::Status SizesMatch(size_t sent, size_t room) {
+    if (sent == room) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("message size mismatch: a send of ", sent,
+                     " bytes matched a receive of ", room, " bytes"));
+  }
+
   // The one copy (or reduce) of a matched pair, outside every mailbox lock.
   void Deliver(int src, int dst, const PendingSend& send,
                const PendingRecv& recv) {
@@ -668,15 +676,11 @@ class LoopbackFabric {
       return;
     }
     const size_t bytes = send.data.bytes();
-    absl::Status status;
-    if (bytes != recv.dst.bytes()) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "message size mismatch: a send of ", bytes,
-          " bytes matched a receive of ", recv.dst.bytes(), " bytes"));
-    } else if (recv.reduce != nullptr) {
+    const absl::Status status = SizesMatch(bytes, recv.dst.bytes());
+    if (status.ok() && recv.reduce != nullptr) {
       recv.reduce(recv.local.data, send.data.data, recv.dst.data,
                   recv.dst.count);
-    } else if (bytes > 0) {
+    } else if (status.ok() && bytes > 0) {
       std::memcpy(recv.dst.data, send.data.data, bytes);
     }
     // Both requests are done before the copy stops counting, so an Abort
@@ -698,12 +702,8 @@ class LoopbackFabric {
   void DeliverOnDevice(int src, int dst, const PendingSend& send,
                        const PendingRecv& recv) {
     const size_t bytes = send.data.bytes();
-    absl::Status status;
-    if (bytes != recv.dst.bytes()) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "message size mismatch: a send of ", bytes,
-          " bytes matched a receive of ", recv.dst.bytes(), " bytes"));
-    } else if ((send.op < 0 || recv.op < 0) && bytes > 0) {
+    absl::Status status = SizesMatch(bytes, recv.dst.bytes());
+    if (status.ok() && (send.op < 0 || recv.op < 0) && bytes > 0) {
       status = absl::InvalidArgumentError(absl::StrCat(
           "a message of ", bytes, " bytes from ",
           send.op < 0 ? "host" : "device", " memory to ",

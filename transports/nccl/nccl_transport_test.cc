@@ -50,26 +50,13 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
 void RunConformance(int n) {
   const std::vector<ConformanceCase> cases = DeviceConformanceCases(n);
   ASSERT_FALSE(cases.empty());
-  std::vector<ThreadArrivals> arrivals(cases.size());
-  std::atomic<int> failures{0};
   CommunicatorOptions options;
   options.default_timeout = absl::Seconds(60);
-  absl::Status s = RunRanks(
-      n, Factory(), DefaultEngine(),
-      [&](Communicator& comm) -> absl::Status {
-        for (size_t i = 0; i < cases.size(); ++i) {
-          absl::Status one = RunConformanceCaseOnRank(cases[i], comm, arrivals[i]);
-          if (!one.ok()) {
-            ADD_FAILURE() << "rank " << comm.rank() << ": " << cases[i].Name()
-                          << ": " << one;
-            if (++failures > 20 || one.code() != absl::StatusCode::kInternal) {
-              return one;
-            }
-          }
-        }
-        return absl::OkStatus();
-      },
-      options, OneGpuPerRank());
+  std::vector<std::string> failures;
+  absl::Status s = RunConformanceCasesOnOneGroup(
+      cases, n, Factory(), DefaultEngine(), options, OneGpuPerRank(),
+      &failures);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
   EXPECT_TRUE(s.ok()) << s;
   std::printf("%zu cases on %d GPUs\n", cases.size(), n);
 }
