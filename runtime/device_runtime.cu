@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 
 #include "runtime/device_runtime.h"
@@ -200,14 +199,6 @@ bool EnablePeerAccess(int device, int peer) {
 
 namespace {
 
-// Runs after the work queued before it on its stream; the fence makes
-// that work's writes (a copy's data) visible before the word is.
-__global__ void WriteWordKernel(volatile uint32_t* word, uint32_t value) {
-  __threadfence_system();
-  *word = value;
-  __threadfence_system();
-}
-
 // One message's bytes from `src` to `dst`, either on any GPU that this one
 // can reach (peer access; a pool's memory needs cudaMemPoolSetAccess), as
 // a kernel rather than cudaMemcpy*Async. The runtime checks a copy's
@@ -236,7 +227,7 @@ __global__ void CopyKernel(char* dst, const char* src, size_t bytes) {
 constexpr int kCopyThreads = 512;
 constexpr int kCopyMaxBlocks = 64;  // Enough loads in flight for NVLink.
 
-// The kernels loaded on `device` before the first is queued there. CUDA
+// The copy kernel, loaded on `device` before it is first queued there. CUDA
 // loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default since 12.2),
 // and loading one waits for the device's running kernels, among them any
 // kernel waiting for a peer (NCCL's): a load in the middle of a collective
@@ -249,14 +240,12 @@ cudaError_t LoadOwnKernels(int device) {
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   std::call_once(own_kernels_once[device], [device] {
     cudaFuncAttributes a;
-    cudaError_t e = cudaFuncGetAttributes(&a, WriteWordKernel);
-    if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, CopyKernel);
-    own_kernels_error[device] = e;
+    own_kernels_error[device] = cudaFuncGetAttributes(&a, CopyKernel);
   });
   return own_kernels_error[device];
 }
 
-// Runs `launch` (which queues one of the kernels above on `stream`) from
+// Runs `launch` (which queues the kernel above on `stream`) from
 // any thread: on the stream's device, made current for the launch, then
 // restored.
 template <typename Launch>
@@ -279,25 +268,6 @@ int OnStreamDevice(void* stream, Launch launch) {
 }
 
 }  // namespace
-
-int AllocateHostWords(uint32_t** words, size_t count) {
-  void* p = nullptr;
-  const cudaError_t e =
-      cudaHostAlloc(&p, count * sizeof(uint32_t),
-                    cudaHostAllocMapped | cudaHostAllocPortable);
-  if (e != cudaSuccess) return e;
-  std::memset(p, 0, count * sizeof(uint32_t));
-  *words = static_cast<uint32_t*>(p);
-  return cudaSuccess;
-}
-
-// Mapped, portable host memory has one address on the host and on every
-// GPU (unified addressing), so the kernel takes the host pointer.
-int StreamWriteWord(void* stream, uint32_t* word, uint32_t value) {
-  return OnStreamDevice(stream, [&](cudaStream_t s) {
-    WriteWordKernel<<<1, 1, 0, s>>>(word, value);
-  });
-}
 
 int SetDevice(int device) { return cudaSetDevice(device); }
 

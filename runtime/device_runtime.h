@@ -59,20 +59,6 @@ int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream);
 
-// Words in pinned host memory, mapped into every GPU's address space
-// (zeroed) and never freed, that a stream writes when its earlier work has
-// finished: the host learns of it by reading memory, with no driver call
-// (loopback's device messages complete this way). Nothing here makes a
-// stream wait for a word: a stream held on the GPU for work not yet queued
-// blocks one of the GPU's few hardware queues, which deadlocked relay's
-// executor (transports/loopback/device_messages.h).
-int AllocateHostWords(uint32_t** words, size_t count);
-// Writes `value` to the word once the work queued on `stream` before it has
-// finished, after that work's memory writes are visible (a one-thread
-// kernel, queued from any thread: the stream's device is made current for
-// the launch, then restored).
-int StreamWriteWord(void* stream, uint32_t* word, uint32_t value);
-
 constexpr int kNotReady = 600;  // cudaErrorNotReady
 
 }  // namespace device_runtime

@@ -33,8 +33,6 @@ int CopyAsync(void*, const void*, size_t, void*) { return kNoCuda; }
 int CopyPeerAsync(void*, int, const void*, int, size_t, void*) {
   return kNoCuda;
 }
-int AllocateHostWords(uint32_t**, size_t) { return kNoCuda; }
-int StreamWriteWord(void*, uint32_t*, uint32_t) { return kNoCuda; }
 
 }  // namespace device_runtime
 }  // namespace relay

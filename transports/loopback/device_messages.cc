@@ -20,48 +20,11 @@ absl::Status CudaError(int error, absl::string_view what) {
       absl::StrCat("loopback: ", what, ": ", rt::ErrorString(error)));
 }
 
-// Release words, handed out with the value that releases their next use.
-// A word's values only grow (by one per use), so a stream still waiting
-// for an earlier use of a reused word is released by the later write too.
-class WordPool {
- public:
-  static WordPool& Get() {
-    static WordPool* pool = new WordPool();  // Never freed: see the header.
-    return *pool;
-  }
-
-  absl::StatusOr<ReleaseWord> Acquire() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (free_.empty()) {
-      uint32_t* words = nullptr;
-      if (int e = rt::AllocateHostWords(&words, kChunk); e != 0) {
-        return CudaError(e, "pinned release words");
-      }
-      for (size_t i = 0; i < kChunk; ++i) free_.push_back({words + i, 0});
-    }
-    ReleaseWord w = free_.back();
-    free_.pop_back();
-    ++w.value;
-    return w;
-  }
-
-  void Return(const ReleaseWord& w) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_.push_back(w);
-  }
-
- private:
-  // Allocated rarely: pinned allocation is slow and may synchronise.
-  static constexpr size_t kChunk = 1 << 16;
-  std::mutex mu_;
-  std::vector<ReleaseWord> free_;  // With the value of their last use.
-};
-
 // Completes batches whose copies finished while nobody waited on them, so
 // their OnDone callbacks run (the stream executor finishes a collective
 // from the last batch's). One thread for the process, started with the
-// first batch that needs it; it polls host memory only (the release
-// words), every kSweep while batches are pending, and sleeps otherwise.
+// first batch that needs it; it queries the pending batches' events every
+// kSweep while there are any, and sleeps otherwise.
 class Watcher {
  public:
   static Watcher& Get() {
@@ -138,20 +101,6 @@ absl::Status CheckDeviceMemory(const ConstBuffer& data, absl::string_view what) 
   return absl::OkStatus();
 }
 
-bool ReleaseWord::Reached() const {
-  // Written by a GPU (or by the host on failure); an atomic read of the
-  // pinned word, so the copy's data is visible after it.
-  const uint32_t now =
-      reinterpret_cast<std::atomic<uint32_t>*>(word)->load(
-          std::memory_order_acquire);
-  return static_cast<int32_t>(now - value) >= 0;
-}
-
-void ReleaseWord::WriteFromHost() const {
-  reinterpret_cast<std::atomic<uint32_t>*>(word)->store(
-      value, std::memory_order_release);
-}
-
 CopyLane::~CopyLane() {
   if (stream_ != nullptr) rt::DestroyStream(stream_);
 }
@@ -194,9 +143,7 @@ class OnDevice {
 absl::StatusOr<SharedEvent> CopyLane::Queue(void* send_ready,
                                             void* recv_ready,
                                             const ConstBuffer& src,
-                                            const Buffer& dst,
-                                            const ReleaseWord& send_release,
-                                            const ReleaseWord& recv_release) {
+                                            const Buffer& dst) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stream_ == nullptr) {
     return absl::InternalError("loopback: a device receive without a lane");
@@ -217,16 +164,6 @@ absl::StatusOr<SharedEvent> CopyLane::Queue(void* send_ready,
                                        dst.device.index));
     }
   }
-  if (int e = rt::StreamWriteWord(stream_, send_release.word,
-                                  send_release.value);
-      e != 0) {
-    return CudaError(e, "marking the send done");
-  }
-  if (int e = rt::StreamWriteWord(stream_, recv_release.word,
-                                  recv_release.value);
-      e != 0) {
-    return CudaError(e, "marking the receive done");
-  }
   void* event = nullptr;
   if (int e = rt::CreateEvent(&event); e != 0) {
     return CudaError(e, "creating a copy's event");
@@ -239,28 +176,17 @@ absl::StatusOr<SharedEvent> CopyLane::Queue(void* send_ready,
 }
 
 DeviceBatch::DeviceBatch(absl::Time deadline, size_t ops)
-    : RequestState(deadline), unmatched_(ops), done_(ops) {
-  releases_.reserve(ops);
-}
+    : RequestState(deadline), unmatched_(ops), done_(ops) {}
 
 DeviceBatch::~DeviceBatch() {
   if (ready_ != nullptr) rt::DestroyEvent(ready_);
-  // A failed batch's words may still be written by a copy queued before
-  // the failure: they are not reused (WordPool's values must only grow).
-  if (done() && status().ok()) {
-    for (const ReleaseWord& w : releases_) WordPool::Get().Return(w);
-  }
 }
 
 absl::StatusOr<std::shared_ptr<DeviceBatch>> DeviceBatch::Post(
     size_t ops, void* stream, absl::Time deadline) {
   std::shared_ptr<DeviceBatch> b(new DeviceBatch(deadline, ops));
-  // A failed batch marks its words (nobody polls them in vain) and wakes
-  // a poster waiting for its matches.
-  b->OnCompleting([raw = b.get()](const absl::Status& s) {
-    if (!s.ok()) {
-      for (const ReleaseWord& w : raw->releases_) w.WriteFromHost();
-    }
+  // A failed batch wakes a poster waiting for its matches.
+  b->OnCompleting([raw = b.get()](const absl::Status&) {
     std::lock_guard<std::mutex> lock(raw->mu_);
     raw->matched_.notify_all();
   });
@@ -271,10 +197,6 @@ absl::StatusOr<std::shared_ptr<DeviceBatch>> DeviceBatch::Post(
   if (int e = rt::RecordEvent(b->ready_, stream); e != 0) {
     return CudaError(e, "recording a batch's event on its stream (is the "
                         "stream of this thread's current GPU?)");
-  }
-  for (size_t i = 0; i < ops; ++i) {
-    RELAY_ASSIGN_OR_RETURN(ReleaseWord w, WordPool::Get().Acquire());
-    b->releases_.push_back(w);
   }
   return b;
 }
@@ -312,9 +234,18 @@ absl::Status DeviceBatch::AwaitMatched(absl::Time deadline) {
 
 bool DeviceBatch::Check() {
   if (done()) return true;
+  // Once every operation is matched, done_ no longer changes (Matched
+  // wrote it before its count down): read without the lock, which
+  // completing takes.
   if (unmatched_.load(std::memory_order_acquire) != 0) return false;
-  for (const ReleaseWord& w : releases_) {
-    if (!w.Reached()) return false;
+  for (const SharedEvent& e : done_) {
+    if (e == nullptr) continue;  // Nothing was copied.
+    const int q = rt::QueryEvent(e.get());
+    if (q == rt::kNotReady) return false;
+    if (q != 0) {
+      Complete(CudaError(q, "a copy of the batch"));
+      return true;
+    }
   }
   Complete(absl::OkStatus());
   return true;

@@ -15,17 +15,15 @@
 //   2. When the fabric matches a send with its receive (whichever thread
 //      posts second), it queues on the receiver's copy lane (a stream of
 //      the receiver's GPU): waits for both sides' `ready`, the copy (a
-//      kernel: runtime/device_runtime.h, CopyPeerAsync), then a write of
-//      both operations' release words (pinned host memory) and an event
-//      `done`.
+//      kernel: runtime/device_runtime.h, CopyPeerAsync), then records an
+//      event `done`, which both sides' batches share.
 //   3. PostBatch returns once every operation of the batch is matched,
 //      after making S wait for each `done`. The host thread thus waits for
 //      its peers to post their side (ranks are threads: microseconds), not
 //      for the GPU.
-//   4. The batch's request completes when every release word is written:
-//      a thread that waits on it reads them (no driver call), and a
-//      watcher thread completes batches nobody waits on, so OnDone
-//      callbacks run.
+//   4. The batch's request completes when every `done` event has fired: a
+//      thread that waits on it queries them, and a watcher thread
+//      completes batches nobody waits on, so OnDone callbacks run.
 //   StreamWait(S') makes S' wait for the same events.
 //
 // Why the host waits for the match. A stream cannot wait on the GPU for
@@ -45,16 +43,13 @@
 // Failure. A batch that fails (size mismatch, a lost peer, Abort, its
 // deadline while waiting for its peers) completes with the error; a copy
 // already queued may still land in the receive buffer, so free buffers
-// only after the communicator is aborted (as with NCCL). Release words are
-// never freed (a late copy may write one after its batch is gone); a
-// failed batch's are not reused either.
+// only after the communicator is aborted (as with NCCL).
 #ifndef RELAY_TRANSPORTS_LOOPBACK_DEVICE_MESSAGES_H_
 #define RELAY_TRANSPORTS_LOOPBACK_DEVICE_MESSAGES_H_
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -78,15 +73,6 @@ bool Available();
 // declared device memory; host memory is trusted as declared).
 absl::Status CheckDeviceMemory(const ConstBuffer& data, absl::string_view what);
 
-// A word in pinned host memory, written with `value` once a message's copy
-// has finished; the host polls it to complete the batch.
-struct ReleaseWord {
-  uint32_t* word = nullptr;
-  uint32_t value = 0;
-  bool Reached() const;
-  void WriteFromHost() const;
-};
-
 // An event shared by both sides of a message (destroyed with the last
 // reference; CUDA allows that while it is pending).
 using SharedEvent = std::shared_ptr<void>;
@@ -101,12 +87,9 @@ class CopyLane {
   // Makes the stream on the calling thread's current device (once).
   absl::Status Ensure();
   // Queues one message: waits for both sides' ready events, copies from
-  // `src` to `dst`, writes both release words; returns the event recorded
-  // after all of it.
+  // `src` to `dst`; returns the event recorded after the copy.
   absl::StatusOr<SharedEvent> Queue(void* send_ready, void* recv_ready,
-                                    const ConstBuffer& src, const Buffer& dst,
-                                    const ReleaseWord& send_release,
-                                    const ReleaseWord& recv_release);
+                                    const ConstBuffer& src, const Buffer& dst);
 
  private:
   std::mutex mu_;
@@ -125,16 +108,17 @@ class DeviceBatch final : public RequestState {
   ~DeviceBatch() override;
 
   void* ready() const { return ready_; }
-  const ReleaseWord& release(size_t op) const { return releases_[op]; }
-  // Operation `op`'s copy is queued, finishing at `done`; the last one
-  // hands the batch to the watcher (or to whoever waits on it).
+  // Operation `op`'s copy is queued, finishing at `done` (null: nothing to
+  // copy); the last one hands the batch to the watcher (or to whoever
+  // waits on it).
   void Matched(const std::shared_ptr<DeviceBatch>& self, size_t op,
                SharedEvent done);
   // Blocks until every operation is matched (OK), the batch failed (its
   // error) or `deadline` passed (DeadlineExceeded, and the batch fails
   // with it: its operations stay posted, so abort before freeing).
   absl::Status AwaitMatched(absl::Time deadline);
-  // Completes the batch if every copy has finished; true once done.
+  // Completes the batch if every copy has finished (or with the error of
+  // an event that failed); true once done.
   bool Check();
 
   // Waits for the peers' posts (AwaitMatched, up to the request's
@@ -149,11 +133,11 @@ class DeviceBatch final : public RequestState {
   DeviceBatch(absl::Time deadline, size_t ops);
 
   void* ready_ = nullptr;
-  std::vector<ReleaseWord> releases_;
   std::atomic<size_t> unmatched_;
   std::mutex mu_;
   std::condition_variable matched_;   // Notified by Matched and on failure.
-  std::vector<SharedEvent> done_;     // By op; guarded by mu_.
+  // By op; guarded by mu_ until unmatched_ reaches 0, read-only after.
+  std::vector<SharedEvent> done_;
 };
 
 }  // namespace loopback_device

@@ -719,18 +719,15 @@ class LoopbackFabric {
         auto from = batch_of(send.request), into = batch_of(recv.request);
         absl::StatusOr<loopback_device::SharedEvent> queued =
             copy_lane(dst).Queue(from->ready(), into->ready(), send.data,
-                                 recv.dst, from->release(send.op),
-                                 into->release(recv.op));
+                                 recv.dst);
         if (queued.ok()) {
           done = *std::move(queued);
         } else {
           status = queued.status();
         }
-      } else {
-        // Empty, one side on the host: nothing to copy or wait for.
-        if (send.op >= 0) batch_of(send.request)->release(send.op).WriteFromHost();
-        if (recv.op >= 0) batch_of(recv.request)->release(recv.op).WriteFromHost();
       }
+      // Else empty, one side on the host: nothing to copy or wait for
+      // (`done` stays null).
     }
     DoneCallbacks recv_callbacks, send_callbacks;
     if (!status.ok()) {
