@@ -25,15 +25,18 @@ absl::Status Checked(int error, absl::string_view what) {
 }
 
 // RELAY_STREAM_REDUCE_BLOCKS: the most blocks a reduction of relay's own
-// algorithms on device buffers launches (0 or unset: as many as fill the
-// GPU). A full grid keeps every multiprocessor until it ends, so the NCCL
+// algorithms on device buffers launches (0: as many as fill the GPU).
+// A full grid keeps every multiprocessor until it ends, so the transport's
 // kernel of the next step, queued on another stream, cannot start beside
-// it (a hypothesis from the 2026-11-26 H100 figures, where the ring's
-// reductions did not seem to overlap its transfers; this variable is there
-// to test it, bench/gpu/ring_over_nccl.sh).
+// it. Capped at 16, relay's ring over NCCL gained at every size on 2 and 4
+// H100s in three leases, 4-6 points from 256 MB with the transport's own
+// point-to-point communicator (bench/results/2026-11-26-nccl-p2p-channels-
+// h100): the default. Not measured over loopback's device messages.
+constexpr int kDefaultReduceBlocks = 16;
+
 absl::StatusOr<int> ReduceBlocksFromEnvironment() {
   const char* value = std::getenv("RELAY_STREAM_REDUCE_BLOCKS");
-  if (value == nullptr || *value == '\0') return 0;
+  if (value == nullptr || *value == '\0') return kDefaultReduceBlocks;
   int blocks = 0;
   if (!absl::SimpleAtoi(value, &blocks) || blocks < 0) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -13,8 +13,8 @@
 #   1. device_reduce_test, nccl_transport_test (conformance on 2 and 4
 #      GPUs as threads, Split over ncclCommSplit, bad input, deadlines)
 #      and loopback_device_test (loopback on device memory)
-#   2. relay's ring against native all_reduce (ring_over_nccl.sh), with
-#      the reductions' grid capped at each REDUCE_BLOCKS
+#   2. relay's ring against native all_reduce (ring_over_nccl.sh), also
+#      with the reductions' grid at each REDUCE_BLOCKS (0: full)
 #   3. NCCL's point-to-point bandwidth by message size, the ring's ceiling,
 #      under each of NCCL's channel settings in P2P_ENVS (p2p_by_size.sh)
 #   4. with LATENCY=1, the time relay adds to small calls
@@ -24,7 +24,7 @@
 #
 # Usage: open_targets.sh OUT_DIR
 # Environment: BASELINE (path of another build's collectives binary),
-#   REDUCE_BLOCKS (default "16"), P2P_ENVS (default
+#   REDUCE_BLOCKS (default "0"), P2P_ENVS (default
 #   "NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8"), LATENCY (default
 #   0), LIMIT_SCALE (default 1: multiply every step's time limit).
 set -uo pipefail
@@ -46,7 +46,7 @@ for n in 2 4; do
   [ "$n" -le "$all" ] || continue
   devices=$(seq -s, 0 $((n - 1)))
   step "ring_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" CHECK=0 \
-    MIN_SIZE=256M DEPTHS=2 REDUCE_BLOCKS="${REDUCE_BLOCKS:-16}" \
+    MIN_SIZE=256M DEPTHS=2 REDUCE_BLOCKS="${REDUCE_BLOCKS:-0}" \
     "$here/ring_over_nccl.sh" "$out/ring_${n}gpu" 1
 done
 step p2p_by_size 220 env \

@@ -17,9 +17,9 @@
 #                       ring-dN
 #   REDUCE_BLOCKS       also run the first depth with the ring's device
 #                       reductions capped at B blocks, for each B listed
-#                       (RELAY_STREAM_REDUCE_BLOCKS; variant ring-dN-bB): a
-#                       full grid may keep NCCL's next kernel from starting
-#                       beside it
+#                       (RELAY_STREAM_REDUCE_BLOCKS, default 16; 0 = a full
+#                       grid; variant ring-dN-bB): a full grid keeps NCCL's
+#                       next kernel from starting beside it
 #   BASELINE            path of a collectives binary from another build: its
 #                       ring (default depth) runs too, as variant
 #                       ring-baseline (an A/B of a change in one run)
@@ -39,7 +39,7 @@ sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
 depths="${DEPTHS:-2 4 8}"
 {
   gpu_header "$gpus"
-  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; reduce blocks ${REDUCE_BLOCKS:-full}; baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; reduce-block variants ${REDUCE_BLOCKS:-none} (others: RELAY_STREAM_REDUCE_BLOCKS=${RELAY_STREAM_REDUCE_BLOCKS:-default}); baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
 } | tee "$out/environment.txt"
 c=all_reduce
 variants=relay

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -46,6 +47,19 @@ constexpr size_t kWatchdogProbeBatch = 256;
 // aborting under it (that call may be blocked on a peer that is gone, and
 // ncclCommAbort is what unblocks it).
 constexpr auto kAbortGrace = std::chrono::milliseconds(200);
+
+// Channels of the communicator that carries point-to-point (PostBatch:
+// relay's own algorithms and user send/recv), unless RELAY_NCCL_P2P_CHANNELS
+// says otherwise. NCCL stripes one send over at most (its point-to-point
+// channels) / (ranks) channels until a part would pass 32 chunks (16 MB),
+// and its point-to-point channels are as many as its collectives'
+// (rounded up to a power of two: 32 on H100s with NV18). So on 4 ranks
+// a send of 8-128 MB ran on 8 channels, at 118-161 GB/s, and only from
+// 256 MB on 16 (298): the ring's messages (S / (ranks x lanes)) sat in the
+// slow regime. With 64 channels, the same sends moved 153-279 GB/s on 4
+// H100s (bench/results/2026-11-26-nccl-p2p-channels-h100). A second
+// communicator keeps NCCL's native collectives on the channels NCCL chose.
+constexpr int kDefaultP2pChannels = 64;
 
 #ifdef RELAY_NCCL_DIAG
 // Diagnostic switches, compiled in only with -DRELAY_NCCL_DIAG (bench/gpu/
@@ -189,6 +203,11 @@ struct Core {
   int size = 1;
   int device = 0;
   ncclComm_t comm = nullptr;
+  // Point-to-point's communicator (kDefaultP2pChannels): its own, split
+  // from `comm`, or `comm` itself when RELAY_NCCL_P2P_CHANNELS is 0. Both
+  // queue on `stream`, so every rank runs their operations in the order it
+  // posted them.
+  ncclComm_t p2p_comm = nullptr;
   cudaStream_t stream = nullptr;
   int32_t* barrier_scratch = nullptr;  // One device int for barriers.
   // Recorded on a caller's stream for `stream` to wait on; guarded by
@@ -225,6 +244,9 @@ struct Core {
   std::vector<std::shared_ptr<NcclRequest>> completing;
 
   ~Core() {
+    if (!comm_aborted && p2p_comm != nullptr && p2p_comm != comm) {
+      ncclCommDestroy(p2p_comm);
+    }
     if (!comm_aborted && comm != nullptr) ncclCommDestroy(comm);
     if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
     if (ready != nullptr) cudaEventDestroy(ready);
@@ -316,6 +338,7 @@ void Core::Abort(absl::Status why) {
       // Wait briefly for an enqueue in progress; one that stays is blocked
       // on a peer inside NCCL, and only the abort below frees it.
       const bool idle = enqueue_mu.try_lock_for(kAbortGrace);
+      if (p2p_comm != nullptr && p2p_comm != comm) ncclCommAbort(p2p_comm);
       if (comm != nullptr) ncclCommAbort(comm);
       comm_aborted = true;
       if (idle) enqueue_mu.unlock();
@@ -425,14 +448,20 @@ void Core::WatchdogLoop() {
       continue;
     }
     ncclResult_t async = ncclSuccess;
-    ncclResult_t got = ncclSuccess;
+    ncclComm_t failed = nullptr;
     {
       // ncclCommGetAsyncError must not race ncclCommAbort.
       std::lock_guard<std::mutex> lock(abort_mu);
-      if (!comm_aborted) got = ncclCommGetAsyncError(comm, &async);
+      for (ncclComm_t c : {comm, p2p_comm}) {
+        if (comm_aborted || c == nullptr || failed != nullptr) continue;
+        if (ncclCommGetAsyncError(c, &async) == ncclSuccess &&
+            async != ncclSuccess && async != ncclInProgress) {
+          failed = c;
+        }
+      }
     }
-    if (got == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
-      absl::Status s = NcclStatus(async, "nccl (asynchronous error)", comm);
+    if (failed != nullptr) {
+      absl::Status s = NcclStatus(async, "nccl (asynchronous error)", failed);
       Abort(absl::Status(
           absl::IsInvalidArgument(s) ? absl::StatusCode::kInternal : s.code(),
           absl::StrCat(s.message(), " on rank ", rank)));
@@ -456,6 +485,56 @@ absl::Status PrepareCore(Core& core) {
       "cudaMalloc"));
   return CudaStatus(cudaMemset(core.barrier_scratch, 0, sizeof(int32_t)),
                     "cudaMemset");
+}
+
+// RELAY_NCCL_P2P_CHANNELS, else kDefaultP2pChannels; 0 and garbage mean
+// no communicator of its own (garbage with a warning).
+int P2pChannels() {
+  static const int channels = [] {
+    const char* v = std::getenv("RELAY_NCCL_P2P_CHANNELS");
+    if (v == nullptr || *v == '\0') return kDefaultP2pChannels;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 1024) {
+      std::fprintf(stderr,
+                   "relay: RELAY_NCCL_P2P_CHANNELS=%s is not a channel count "
+                   "(0-1024); point-to-point shares the collectives' NCCL "
+                   "communicator\n", v);
+      return 0;
+    }
+    return static_cast<int>(n);
+  }();
+  return channels;
+}
+
+// Gives `core` (whose `comm` is made) its point-to-point communicator: a
+// split of `comm` with every rank in it, asking NCCL for P2pChannels()
+// channels (ncclConfig_t::minCTAs and maxCTAs; NCCL caps them at its
+// limit, 64 in 2.28). Collective
+// over the ranks of `comm`, as making `comm` was.
+absl::Status MakeP2pComm(Core& core) {
+  const int channels = P2pChannels();
+  if (channels == 0) {
+    core.p2p_comm = core.comm;
+    return absl::OkStatus();
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  // Both bounds: NCCL 2.28 refuses a minimum with the maximum left unset
+  // (it compares the minimum with the unset marker).
+  config.minCTAs = channels;
+  config.maxCTAs = channels;
+  config.commName = "relay point-to-point";
+  absl::Status made = NcclStatus(
+      ncclCommSplit(core.comm, 0, core.rank, &core.p2p_comm, &config),
+      "ncclCommSplit (point-to-point communicator)", core.comm);
+  if (!made.ok()) {
+    return absl::Status(
+        made.code(),
+        absl::StrCat(made.message(), " (RELAY_NCCL_P2P_CHANNELS=0 runs "
+                                     "point-to-point on the collectives' "
+                                     "communicator instead)"));
+  }
+  return absl::OkStatus();
 }
 
 class NcclTransport final : public Transport {
@@ -653,8 +732,9 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
   return Launch(cuda_stream, deadline, what, NcclRequest::kNoSequence,
                 [&](cudaStream_t stream) -> absl::Status {
                   Core& c = *core_;
+                  ncclComm_t comm = c.p2p_comm;
                   RELAY_RETURN_IF_ERROR(
-                      NcclStatus(ncclGroupStart(), "ncclGroupStart", c.comm));
+                      NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
                   absl::Status s;
                   for (const PeerOp& op : ops) {
                     // An empty message is still a message (a barrier's
@@ -665,18 +745,18 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                     const size_t bytes = std::max<size_t>(op.data.bytes(), 1);
                     const ncclResult_t r =
                         op.kind == PeerOp::Kind::kSend
-                            ? ncclSend(data, bytes, ncclUint8, op.peer, c.comm,
+                            ? ncclSend(data, bytes, ncclUint8, op.peer, comm,
                                        stream)
-                            : ncclRecv(data, bytes, ncclUint8, op.peer, c.comm,
+                            : ncclRecv(data, bytes, ncclUint8, op.peer, comm,
                                        stream);
                     if (s.ok()) {
                       s = NcclStatus(r, op.kind == PeerOp::Kind::kSend
-                                            ? "ncclSend" : "ncclRecv", c.comm);
+                                            ? "ncclSend" : "ncclRecv", comm);
                     }
                   }
                   // A group is always closed, even after a failed call.
                   const absl::Status end =
-                      NcclStatus(ncclGroupEnd(), "ncclGroupEnd", c.comm);
+                      NcclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
                   return s.ok() ? end : s;
                 });
 }
@@ -837,6 +917,7 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Split(int color,
       NcclStatus(ncclCommUserRank(comm, &child->rank), "ncclCommUserRank"));
   RELAY_RETURN_IF_ERROR(
       NcclStatus(ncclCommCount(comm, &child->size), "ncclCommCount"));
+  RELAY_RETURN_IF_ERROR(MakeP2pComm(*child));
   RELAY_RETURN_IF_ERROR(PrepareCore(*child));
   return std::unique_ptr<Transport>(new NcclTransport(std::move(child)));
 }
@@ -888,6 +969,7 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
   RELAY_RETURN_IF_ERROR(NcclStatus(
       ncclCommInitRank(&core->comm, config.size, id, config.rank),
       "ncclCommInitRank"));
+  RELAY_RETURN_IF_ERROR(MakeP2pComm(*core));
   return std::unique_ptr<Transport>(new NcclTransport(std::move(core)));
 }
 

@@ -15,7 +15,12 @@
 //     NCCL group. NCCL has no tags: a pair's messages match in the order they
 //     are posted (capabilities().matches_tags is false), and an exchange must
 //     be one batch (two separate calls on each side can deadlock, as with
-//     NCCL itself).
+//     NCCL itself). Point-to-point runs on a second NCCL communicator, split
+//     from the first when the transport connects, with 64 channels
+//     (RELAY_NCCL_P2P_CHANNELS; 0 = none of its own): NCCL stripes a send
+//     over (its point-to-point channels) / (ranks) of them, which with the
+//     collectives' 32 left 4 ranks 8 channels and half NVLink's bandwidth
+//     for the messages of relay's ring (nccl_transport.cc says more).
 //   * Stream order: an operation waits, on the GPU, for the work queued on
 //     the caller's stream (CollectiveOptions::stream) before it runs on the
 //     transport's own stream (an event recorded there and waited on here); its
