@@ -87,6 +87,12 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      device transports: pass no stream (the legacy default
                      stream; default) or a stream of each rank's own, which
                      the transport orders itself after with an event
+  --stream-order after|on
+                     device buffers: CollectiveOptions::stream_order. after
+                     (default): the call starts after the stream's work and
+                     later work there does not wait for it; on: queued on
+                     the stream itself, as NCCL's calls (no event and wait
+                     of the transport's own)
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -117,6 +123,7 @@ bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
   std::string json;
   std::string bind = "auto";
   bool own_stream = false;
+  StreamOrder stream_order = StreamOrder::kAfterStream;
   bool device_memory = false;  // --memory device
 };
 
@@ -158,6 +165,10 @@ Flags ParseFlags(int argc, char** argv) {
       f.bind = p.OneOf({"auto", "core", "none"});
     } else if (flag == "--cuda-stream") {
       f.own_stream = p.OneOf({"default", "own"}) == "own";
+    } else if (flag == "--stream-order") {
+      f.stream_order = p.OneOf({"after", "on"}) == "on"
+                           ? StreamOrder::kOnStream
+                           : StreamOrder::kAfterStream;
     } else if (flag == "--memory") {
       f.device_memory = p.OneOf({"host", "device"}) == "device";
     } else if (flag == "--json") {
@@ -382,6 +393,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   CollectiveOptions options;
   options.algorithm = f.algorithm;
   options.timeout = f.timeout;
+  options.stream_order = f.stream_order;
   DeviceStream stream;
   if (on_device && f.own_stream) {
     RELAY_ASSIGN_OR_RETURN(stream, DeviceStream::Create());
@@ -587,6 +599,9 @@ int Main(int argc, char** argv) {
                      " ranks, transport ", f.transport, ", algorithm ",
                      AlgorithmName(f.algorithm), ", bind ", f.bind,
                      f.own_stream ? ", own CUDA stream per rank" : "",
+                     f.stream_order == StreamOrder::kOnStream
+                         ? ", queued on the caller's stream"
+                         : "",
                      f.device_memory ? ", device memory" : ""),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};

@@ -94,14 +94,30 @@ inline bool IsReduction(CollectiveKind kind) {
          kind == CollectiveKind::kReduceScatter;
 }
 
+// How an operation on device buffers orders with the caller's stream
+// (CollectiveOptions::stream).
+enum class StreamOrder : uint8_t {
+  // It starts after the work queued on the stream before it; work queued
+  // there later does not wait for it (Request::StreamWait makes it), so
+  // the caller's next kernels overlap the communication. The default.
+  kAfterStream,
+  // As NCCL's own calls: it is queued on the stream itself, so later work
+  // there waits for it too, with no StreamWait. For a caller that consumes
+  // the result on the same stream; the NCCL transport then needs no event
+  // and no wait of its own to order the call (its cheapest small call).
+  kOnStream,
+};
+
 struct CollectiveOptions {
   // How long the operation may take; Request::Wait() waits this long.
   // Zero means the communicator's default timeout.
   absl::Duration timeout = absl::ZeroDuration();
   Algorithm algorithm = Algorithm::kAuto;
   // CUDA stream for device buffers (cudaStream_t); null: the legacy default
-  // stream. The operation is ordered after the work queued there.
+  // stream. The operation is ordered after the work queued there, and
+  // with kOnStream before the work queued there later too.
   void* stream = nullptr;
+  StreamOrder stream_order = StreamOrder::kAfterStream;
 };
 
 using FailureHook = std::function<void(const absl::Status&)>;
@@ -117,6 +133,9 @@ struct CollectiveArgs {
   uint64_t sequence = 0;  // Per communicator; the same on every rank.
   absl::Time deadline = absl::InfiniteFuture();
   void* stream = nullptr;
+  // A transport's native Collective honours it itself; for relay's own
+  // algorithms the communicator does (a StreamWait on `stream`).
+  StreamOrder stream_order = StreamOrder::kAfterStream;
   // The communicator's hooks, by address: they live in the communicator,
   // which outlives the Start call, and only an algorithm that runs on past
   // its Start (the schedule executor) keeps them, by copying the

@@ -220,6 +220,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
   }
   args.algorithm = options.algorithm;
   args.stream = options.stream;
+  args.stream_order = options.stream_order;
   const TransportCapabilities& caps = caps_;
   RELAY_RETURN_IF_ERROR(ValidateCollective(args, rank_, size_, caps));
   if (args.algorithm == Algorithm::kDirect && !caps.shared_address_space) {
@@ -294,13 +295,20 @@ absl::StatusOr<Request> Communicator::Dispatch(const CollectiveArgs& args,
       args.algorithm == Algorithm::kNative ||
       (args.algorithm == Algorithm::kAuto && caps.native_collectives);
   if (want_native) {
+    // Honours args.stream_order itself (Transport::Collective).
     absl::StatusOr<Request> native = transport_->Collective(args);
     if (native.ok() || args.algorithm == Algorithm::kNative || on_device ||
         !absl::IsUnimplemented(native.status())) {
       return native;
     }
   }
-  return engine_.Start(transport_, caps, args);
+  absl::StatusOr<Request> started = engine_.Start(transport_, caps, args);
+  if (started.ok() && on_device &&
+      args.stream_order == StreamOrder::kOnStream) {
+    // The caller's stream waits on the GPU, as if the call ran on it.
+    RELAY_RETURN_IF_ERROR(started->StreamWait(args.stream));
+  }
+  return started;
 }
 
 absl::Status Communicator::CheckAgreement(const CollectiveArgs& args) {

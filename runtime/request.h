@@ -37,6 +37,11 @@
 //     LaunchOptimizerStep(grads_k, optimizer);     // sees the reduced grads
 //   (transports/nccl/nccl_transport_test.cc, StreamWaitOrdersWithoutHost-
 //   Blocking, runs this pattern and checks the values.)
+//   A caller that consumes the result on the very stream it passed, with
+//   nothing to overlap, can ask for NCCL's own semantics instead:
+//   CollectiveOptions::stream_order = StreamOrder::kOnStream queues the
+//   operation on that stream, so its later work waits with no StreamWait
+//   (and the NCCL transport saves an event and a wait a call).
 //
 // Lifetime and ownership. Request is a small movable handle sharing one
 // RequestState with the transport or algorithm that completes it; dropping the

@@ -214,7 +214,9 @@ class Transport {
     return absl::OkStatus();
   }
 
-  // A native implementation of the collective described by `args`.
+  // A native implementation of the collective described by `args`. On
+  // device buffers it orders with args.stream as args.stream_order says
+  // (with kOnStream, work queued on args.stream later waits for it).
   virtual absl::StatusOr<Request> Collective(const CollectiveArgs& args) {
     (void)args;
     return absl::UnimplementedError(

@@ -19,15 +19,17 @@
 #   VARIANTS  which relay variants run (default "relay relay-own-stream"):
 #     relay                 the legacy default stream (no stream passed)
 #     relay-own-stream      each rank's own stream (CollectiveOptions::stream)
-#     diag-on-stream        own stream, NCCL called on it (no event, no wait)
-#     diag-on-stream-noptr  the same without the pointer checks
+#     relay-on-stream       own stream, StreamOrder::kOnStream (NCCL called
+#                           on it: no event, no wait)
+#     relay-on-legacy       the legacy default stream, kOnStream
+#     diag-on-stream-noptr  relay-on-stream without the pointer checks
 #     baseline, baseline-own-stream
 #                           relay and relay-own-stream with the collectives
 #                           binary at $BASELINE (another build: an A/B of a
 #                           change in one run)
-#   The diag-* variants run collectives_diag, whose NCCL transport takes the
-#   RELAY_NCCL_DIAG_* switches (transports/nccl/nccl_transport.cc): they
-#   take parts of the per-call path out to show what each costs.
+#   The diag-* variant runs collectives_diag, whose NCCL transport takes the
+#   RELAY_NCCL_DIAG_* switch (transports/nccl/nccl_transport.cc): it takes
+#   a part of the per-call path out to show what it costs.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -46,21 +48,21 @@ sweep=(-b 8 -e "${MAX_SIZE:-64K}" -f "${FACTOR:-2}" -n "${ITERS:-1000}" -w "${WA
 } | tee "$out/environment.txt"
 
 run_variant() {  # variant collective round
-  local v="$1" c="$2" k="$3" bin="$here/collectives" stream=own
+  local v="$1" c="$2" k="$3" bin="$here/collectives" stream=own order=after
   local -a env=()
   case "$v" in
     relay) stream=default ;;
     relay-own-stream) ;;
+    relay-on-stream) order=on ;;
+    relay-on-legacy) stream=default; order=on ;;
     baseline) bin="${BASELINE:?}"; stream=default ;;
     baseline-own-stream) bin="${BASELINE:?}" ;;
-    diag-on-stream) bin="$here/collectives_diag"; env=(RELAY_NCCL_DIAG_ORDER=2) ;;
     diag-on-stream-noptr)
-      bin="$here/collectives_diag"
-      env=(RELAY_NCCL_DIAG_ORDER=2 RELAY_NCCL_DIAG_NOPTR=1) ;;
+      bin="$here/collectives_diag"; order=on; env=(RELAY_NCCL_DIAG_NOPTR=1) ;;
     *) echo "nccl_latency.sh: unknown variant $v" >&2; exit 2 ;;
   esac
   env "${env[@]}" "$bin" "${sweep[@]}" --transport nccl --ranks "$gpus" \
-    --cuda-stream "$stream" --collective "$c" \
+    --cuda-stream "$stream" --stream-order "$order" --collective "$c" \
     --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
 }
 

@@ -66,18 +66,14 @@ constexpr int kDefaultP2pChannels = 64;
 // build.sh builds collectives_diag, a second bench/collectives, with them):
 // they take parts of the per-call path out to measure what each costs
 // (bench/gpu/nccl_latency.sh). Never in a normal build: some are unsafe.
-//   RELAY_NCCL_DIAG_ORDER=2  run on the caller's stream itself, as bare
-//                            NCCL is called (no event, no wait)
 //   RELAY_NCCL_DIAG_NOPTR=1  skip the pointer checks in CheckMemory
 //                            (cached verdicts included)
 struct DiagSwitches {
-  int order = 0;
   bool no_pointer_check = false;
 };
 const DiagSwitches& Diag() {
   static const DiagSwitches d = [] {
     DiagSwitches s;
-    if (const char* v = std::getenv("RELAY_NCCL_DIAG_ORDER")) s.order = std::atoi(v);
     if (const char* v = std::getenv("RELAY_NCCL_DIAG_NOPTR")) s.no_pointer_check = *v == '1';
     return s;
   }();
@@ -269,10 +265,12 @@ struct Core {
 class NcclRequest final : public RequestState {
  public:
   NcclRequest(std::shared_ptr<Core> core, cudaEvent_t done_event,
-              absl::Time deadline, const char* what, uint64_t sequence)
+              bool on_transport_stream, absl::Time deadline, const char* what,
+              uint64_t sequence)
       : RequestState(deadline),
         core_(std::move(core)),
         done_event_(done_event),
+        on_transport_stream_(on_transport_stream),
         what_(what),
         sequence_(sequence) {}
   ~NcclRequest() override { core_->events.Put(done_event_); }
@@ -294,6 +292,9 @@ class NcclRequest final : public RequestState {
   }
 
   cudaEvent_t event() const { return done_event_; }
+  // Queued on the transport's stream (finishing in queue order with the
+  // others there), not on a caller's (StreamOrder::kOnStream).
+  bool on_transport_stream() const { return on_transport_stream_; }
 
   std::string Describe() const {
     return sequence_ == kNoSequence ? std::string(what_)
@@ -313,6 +314,7 @@ class NcclRequest final : public RequestState {
  private:
   const std::shared_ptr<Core> core_;
   const cudaEvent_t done_event_;
+  const bool on_transport_stream_;
   const char* const what_;
   const uint64_t sequence_;
 };
@@ -376,28 +378,34 @@ void Core::WatchdogLoop() {
       }
       if (stopping) return;
       // Everything runs on one stream, so requests finish in the order they
-      // were queued: the boundary between finished and not is found by a
+      // were queued (but see below): the boundary between finished and not is found by a
       // binary search over their completion events, a few cudaEventQuery
       // calls per look whatever the queue's length. (One call per request
       // kept this thread in the driver, whose lock the thread enqueueing the
       // next operation needs too: profiled on an H100, the watchdog took a
       // third as much CPU as the enqueueing thread.)
+      // Requests a caller queued on its own stream (StreamOrder::kOnStream)
+      // may finish out of queue order: then one by one from the front.
       probe_events.clear();
+      bool in_queue_order = true;
       const size_t probed = std::min(pending.size(), kWatchdogProbeBatch);
       for (size_t i = 0; i < probed; ++i) {
         probe_events.push_back(pending[i]->event());
+        in_queue_order = in_queue_order && pending[i]->on_transport_stream();
       }
       lock.unlock();
       // Only Abort removes requests other than this thread, and it sets
       // `aborted` first: the events stay valid unless that is set.
       // A failed query is reported by Check() on that request.
+      auto probe = [&](size_t i) {
+        const cudaError_t q = cudaEventQuery(probe_events[i]);
+        return q == cudaSuccess         ? ProbeResult::kFinished
+               : q == cudaErrorNotReady ? ProbeResult::kRunning
+                                        : ProbeResult::kFailed;
+      };
       const FinishedPrefixResult found =
-          FinishedPrefix(probe_events.size(), [&](size_t i) {
-            const cudaError_t q = cudaEventQuery(probe_events[i]);
-            return q == cudaSuccess         ? ProbeResult::kFinished
-                   : q == cudaErrorNotReady ? ProbeResult::kRunning
-                                            : ProbeResult::kFailed;
-          });
+          in_queue_order ? FinishedPrefix(probe_events.size(), probe)
+                         : FinishedPrefixOneByOne(probe_events.size(), probe);
       const size_t finished = found.finished;
       const bool query_failed = found.failed;
       lock.lock();
@@ -594,10 +602,12 @@ class NcclTransport final : public Transport {
                            absl::string_view what) const override;
   // The driver's verdict on one address (cudaPointerGetAttributes).
   absl::Status CheckPointer(const void* data, absl::string_view what) const;
-  // Queues `enqueue(stream)` (NCCL calls on `stream`, the transport's) after
-  // the work on `user_stream`, and returns the request of what it queued.
+  // Queues `enqueue(stream)` (NCCL calls on `stream`: the transport's, or
+  // with kOnStream `user_stream` itself) after the work on `user_stream`,
+  // and returns the request of what it queued.
   template <typename Enqueue>
-  absl::StatusOr<Request> Launch(void* user_stream, absl::Time deadline,
+  absl::StatusOr<Request> Launch(void* user_stream, StreamOrder order,
+                                 absl::Time deadline,
                                  const char* what, uint64_t sequence,
                                  Enqueue&& enqueue);
   absl::Status EnqueueCollective(const CollectiveArgs& args,
@@ -649,6 +659,7 @@ absl::Status NcclTransport::CheckPointer(const void* data,
 
 template <typename Enqueue>
 absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
+                                              StreamOrder order,
                                               absl::Time deadline,
                                               const char* what,
                                               uint64_t sequence,
@@ -683,10 +694,9 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       // cudaStreamQuery, then no event when idle) cost more than it saved:
       // on 2 H100s, 2-3 us a call against the event's 0.4 us
       // (bench/results/2026-11-26-nccl-latency-h100).
-      cudaStream_t stream = c.stream;
-#ifdef RELAY_NCCL_DIAG
-      if (Diag().order == 2) stream = caller;
-#endif
+      // StreamOrder::kOnStream: on the caller's stream itself, as bare NCCL
+      // is called (NCCL orders a communicator's kernels across streams).
+      cudaStream_t stream = order == StreamOrder::kOnStream ? caller : c.stream;
       if (stream != caller) {
         queued = CudaStatus(cudaEventRecord(c.ready, caller),
                             "cudaEventRecord (caller's stream)");
@@ -709,8 +719,8 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
     c.events.Put(done);
     return queued;
   }
-  auto request =
-      std::make_shared<NcclRequest>(core_, done, deadline, what, sequence);
+  auto request = std::make_shared<NcclRequest>(
+      core_, done, order != StreamOrder::kOnStream, deadline, what, sequence);
   c.Watch(request);
   return Request(std::move(request));
 }
@@ -729,7 +739,8 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
   const char* what = ops.size() == 1
                          ? (ops[0].kind == PeerOp::Kind::kSend ? "send" : "recv")
                          : "batched send/recv";
-  return Launch(cuda_stream, deadline, what, NcclRequest::kNoSequence,
+  return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
+                NcclRequest::kNoSequence,
                 [&](cudaStream_t stream) -> absl::Status {
                   Core& c = *core_;
                   ncclComm_t comm = c.p2p_comm;
@@ -887,7 +898,8 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
 absl::StatusOr<Request> NcclTransport::Collective(const CollectiveArgs& args) {
   // The communicator checked the buffers (CheckMemory) before calling.
   const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
-  return Launch(args.stream, args.deadline, what, args.sequence,
+  return Launch(args.stream, args.stream_order, args.deadline, what,
+                args.sequence,
                 [&](cudaStream_t stream) {
                   return EnqueueCollective(args, stream);
                 });

@@ -30,7 +30,11 @@
 //     not wait for the operation until the caller asks. Request::Wait polls
 //     for completion (it spins, like cudaStreamSynchronize);
 //     Request::StreamWait(s) makes stream s wait instead, and the host never
-//     blocks.
+//     blocks. With CollectiveOptions::stream_order = kOnStream a native
+//     collective is queued on the caller's stream itself, as bare NCCL
+//     calls are: later work there waits for it, and the call costs no
+//     event and wait of its own (the watchdog then completes requests one
+//     by one, since streams may finish out of queue order).
 //   * A watchdog thread per communicator: it completes requests (so OnDone
 //     callbacks run without a waiter, 50 us to 1 ms after the GPU finished;
 //     a waiter sees it at once), polls ncclCommGetAsyncError, and when

@@ -225,6 +225,77 @@ TEST(NcclTransportTest, StreamWaitOrdersWithoutHostBlocking) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// StreamOrder::kOnStream: later work on the caller's stream sees the
+// result with no StreamWait, for NCCL's native all_reduce (queued on that
+// stream) and relay's ring (the communicator's StreamWait); calls on two
+// streams in turn all complete on the host (the watchdog then probes one
+// by one: they may finish out of queue order).
+TEST(NcclTransportTest, OnStreamOrdersLaterWorkOnThatStream) {
+  const int n = std::min(Gpus(), 2);
+  if (n < 1) GTEST_SKIP() << "no GPU visible";
+  constexpr size_t kCount = 1 << 18;
+  constexpr int kCalls = 8;
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        cudaStream_t streams[2];
+        for (cudaStream_t& st : streams) {
+          cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        }
+        std::vector<float> input(kCount), output(kCount);
+        absl::StatusOr<DeviceBytes> bytes =
+            DeviceBytes::Allocate(kCalls * kCount * 4);
+        if (!bytes.ok()) return bytes.status();
+        float* base = reinterpret_cast<float*>(bytes->data());
+        std::atomic<int> completed{0};
+        for (int call = 0; call < kCalls; ++call) {
+          cudaStream_t st = streams[call % 2];
+          float* g = base + call * kCount;
+          for (size_t i = 0; i < kCount; ++i) {
+            input[i] = float(rank + 1) * float((i + call) % 1000);
+          }
+          cudaMemcpyAsync(g, input.data(), kCount * 4, cudaMemcpyHostToDevice,
+                          st);
+          CollectiveOptions opts;
+          opts.stream = st;
+          opts.stream_order = StreamOrder::kOnStream;
+          opts.algorithm = call % 4 < 2 ? Algorithm::kNative : Algorithm::kRing;
+          absl::StatusOr<Request> r = comm.AllReduce(
+              ConstBuffer::Of(g, kCount, Device::Cuda(rank)),
+              Buffer::Of(g, kCount, Device::Cuda(rank)), ReduceOp::kSum, opts);
+          if (!r.ok()) return r.status();
+          r->OnDone([&](absl::Status) { completed.fetch_add(1); });
+          // No StreamWait: the stream itself is ordered after the call.
+          cudaMemcpyAsync(output.data(), g, kCount * 4, cudaMemcpyDeviceToHost,
+                          st);
+          if (cudaStreamSynchronize(st) != cudaSuccess) {
+            return absl::InternalError("cudaStreamSynchronize");
+          }
+          const float factor = float(n * (n + 1) / 2);
+          for (size_t i = 0; i < kCount; ++i) {
+            const float want = factor * float((i + call) % 1000);
+            if (output[i] != want) {
+              return absl::InternalError(absl::StrCat(
+                  "call ", call, " (", AlgorithmName(opts.algorithm),
+                  "): element ", i, " is ", output[i], ", expected ", want));
+            }
+          }
+        }
+        for (int i = 0; i < 10000 && completed.load() < kCalls; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (cudaStream_t st : streams) cudaStreamDestroy(st);
+        if (completed.load() != kCalls) {
+          return absl::InternalError(absl::StrCat(
+              completed.load(), " of ", kCalls, " requests completed"));
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // OnDone runs without anyone waiting: the watchdog completes requests.
 TEST(NcclTransportTest, OnDoneRunsWithoutAWaiter) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
