@@ -142,6 +142,14 @@ absl::StatusOr<relay::CollectiveOptions> CallOptions(
     options.algorithm = *a;
   }
   options.stream = o.stream;
+  if (o.stream_order != RELAY_AFTER_STREAM && o.stream_order != RELAY_ON_STREAM) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "relay_call_options.stream_order is ", o.stream_order,
+        "; want RELAY_AFTER_STREAM (0) or RELAY_ON_STREAM (1)"));
+  }
+  options.stream_order = o.stream_order == RELAY_ON_STREAM
+                             ? relay::StreamOrder::kOnStream
+                             : relay::StreamOrder::kAfterStream;
   *device = o.device < 0 ? relay::Device::Host() : relay::Device::Cuda(o.device);
   return options;
 }

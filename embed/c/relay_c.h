@@ -226,10 +226,17 @@ typedef struct relay_call_options {
   int device;            /* buffers in: < 0 or RELAY_HOST host memory,
                             >= 0 that CUDA device (default host) */
   void* stream;          /* cudaStream_t for device buffers; NULL: default */
+  int stream_order;      /* device buffers: RELAY_AFTER_STREAM (default):
+                            starts after `stream`'s work, later work there
+                            does not wait (relay_request_stream_wait does);
+                            RELAY_ON_STREAM: queued on `stream` itself, as
+                            NCCL's calls, so later work there waits */
 } relay_call_options;
 #define RELAY_HOST (-1)
+#define RELAY_AFTER_STREAM 0
+#define RELAY_ON_STREAM 1
 #define RELAY_CALL_OPTIONS_INIT \
-  { sizeof(relay_call_options), 0, NULL, RELAY_HOST, NULL }
+  { sizeof(relay_call_options), 0, NULL, RELAY_HOST, NULL, RELAY_AFTER_STREAM }
 
 /* Every operation validates its input first (RELAY_INVALID_ARGUMENT,
  * nothing sent), then starts and returns a request in *out, which the

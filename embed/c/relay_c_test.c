@@ -385,6 +385,11 @@ static void check_contracts(relay_library* lib) {
                          &req),
             comm);
   if (out[3] != 4) fail("all_reduce with older options: out[3] = %g", out[3]);
+  relay_call_options bad_order = RELAY_CALL_OPTIONS_INIT;
+  bad_order.stream_order = 7;
+  expect_invalid(relay_all_reduce(comm, in, out, 8, RELAY_FLOAT32, RELAY_SUM,
+                                  &bad_order, &req),
+                 comm, "unknown stream order", "stream_order");
   relay_call_options unset;
   memset(&unset, 0, sizeof unset);
   expect_invalid(relay_barrier(comm, &unset, &req), comm,
