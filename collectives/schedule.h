@@ -124,18 +124,29 @@ struct ScheduleParams {
   }
 };
 
-// Splits [0, count) into `parts` contiguous blocks whose sizes differ by at
-// most one (the first `count % parts` blocks get the extra element).
+// Splits [0, count) into `parts` contiguous blocks that start at multiples
+// of kPartitionAlign elements (the last block also takes the count %
+// kPartitionAlign elements left over), balanced to within that: the first
+// blocks get one unit more. Aligned starts keep the kernels that work on a
+// block on their vector path: on device buffers, the reduction kernel of a
+// block starting mid-vector goes element by element, and a ring over NCCL
+// on 2 H100s split into three lanes (whose blocks then started anywhere) ran
+// at half the speed of two or four (bench/results/2026-11-26-nccl-p2p-
+// channels-h100, lease 6). 16 elements: 16 bytes for 1-byte types, a cache
+// line for float32. Below parts x 16 elements, blocks but the last may be
+// empty (all of them below 16).
+inline constexpr size_t kPartitionAlign = 16;
+
 struct BlockPartition {
   size_t count;
   size_t parts;
   size_t offset(size_t i) const {
-    const size_t base = count / parts, extra = count % parts;
-    return i * base + (i < extra ? i : extra);
+    if (i >= parts) return count;
+    const size_t units = count / kPartitionAlign;
+    const size_t base = units / parts, extra = units % parts;
+    return (i * base + (i < extra ? i : extra)) * kPartitionAlign;
   }
-  size_t size(size_t i) const {
-    return count / parts + (i < count % parts ? 1 : 0);
-  }
+  size_t size(size_t i) const { return offset(i + 1) - offset(i); }
 };
 
 }  // namespace relay

@@ -1155,16 +1155,20 @@ TEST(ScheduleStepsTest, BinomialTree) {
   }
 }
 
-// Verifies that BlockPartition blocks are contiguous, cover [0, count) and
-// differ in size by at most one, the larger ones first.
-TEST(BlockPartitionTest, CoversEvenly) {
-  for (size_t count : {0, 1, 2, 3, 7, 16, 17, 100, 1001}) {
+// Verifies that BlockPartition blocks are contiguous, cover [0, count),
+// start at multiples of kPartitionAlign, and differ in size by less than
+// two units (one unit between the others, plus the leftover elements of the
+// last), the larger ones first but the last.
+TEST(BlockPartitionTest, CoversEvenlyOnAlignedStarts) {
+  for (size_t count : {0, 1, 2, 3, 7, 15, 16, 17, 100, 1001, 4096, 100003}) {
     for (size_t parts = 1; parts <= 33; ++parts) {
       const BlockPartition b{count, parts};
       size_t next = 0, smallest = count, largest = 0;
       for (size_t i = 0; i < parts; ++i) {
         EXPECT_EQ(b.offset(i), next) << count << "/" << parts << " block " << i;
-        if (i > 0) {
+        EXPECT_EQ(b.offset(i) % kPartitionAlign, 0u)
+            << count << "/" << parts << " block " << i;
+        if (i > 0 && i + 1 < parts) {
           EXPECT_LE(b.size(i), b.size(i - 1));
         }
         next += b.size(i);
@@ -1173,7 +1177,10 @@ TEST(BlockPartitionTest, CoversEvenly) {
       }
       EXPECT_EQ(next, count) << count << "/" << parts;
       EXPECT_EQ(b.offset(parts), count) << count << "/" << parts;
-      EXPECT_LE(largest - smallest, 1u) << count << "/" << parts;
+      EXPECT_LT(largest - smallest, 2 * kPartitionAlign) << count << "/" << parts;
+      if (count % kPartitionAlign == 0) {
+        EXPECT_LE(largest - smallest, kPartitionAlign) << count << "/" << parts;
+      }
     }
   }
 }
