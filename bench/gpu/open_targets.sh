@@ -18,7 +18,8 @@
 #   3. NCCL's point-to-point bandwidth by message size, the ring's ceiling,
 #      under each of NCCL's channel settings in P2P_ENVS (p2p_by_size.sh)
 #   4. with LATENCY=1, the time relay adds to small calls
-#      (nccl_latency.sh), against raw NCCL and against BASELINE (another
+#      (nccl_latency.sh; legacy stream, own stream, and own stream with
+#      StreamOrder::kOnStream), against raw NCCL and against BASELINE (another
 #      build's collectives) if given; its 140 s do not fit the 580 s with
 #      the rest, so set LIMIT_SCALE or drop a step
 #
@@ -56,7 +57,7 @@ if [ "${LATENCY:-0}" = 1 ]; then
   for n in 2 4; do
     [ "$n" -le "$all" ] || continue
     devices=$(seq -s, 0 $((n - 1)))
-    variants="relay relay-own-stream"
+    variants="relay relay-own-stream relay-on-stream"
     [ -n "${BASELINE:-}" ] && variants="$variants baseline baseline-own-stream"
     step "latency_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" FACTOR=4 \
       VARIANTS="$variants" "$here/nccl_latency.sh" "$out/latency_${n}gpu" 5 all_reduce
