@@ -44,6 +44,13 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
   -n ITERS           round trips per size (default 10000; fewer for large)
   -w ITERS           warm-up round trips per size (default 100)
   --window N         messages in flight for the bandwidth test (default 16)
+  --pattern P        the latency loop: blocking (default) waits for each
+                     send before posting the receive (osu_latency's
+                     MPI_Send/MPI_Recv); perftest posts each receive before
+                     waiting for the send before it, as ucx_perftest tag_lat
+                     does, so a reply always meets a posted receive (no
+                     difference the 2-core VM could resolve at 8 B, 32 KB
+                     or 256 KB over UCX shm, 2026-11-26)
   --takeover TRIALS  instead of the sweep: TRIALS times, 8 B round trips for
                      --poll-ms (both callers polling), then one message of
                      -e bytes that neither caller waits for while it
@@ -62,6 +69,7 @@ struct Flags {
   int iters = 10000, warmup = 100, window = 16;
   int takeover_trials = 0;  // --takeover; 0: the sweep.
   int poll_ms = 20;
+  bool blocking = false;  // --pattern blocking.
   std::string transport = "loopback";
   bool transport_given = false;
 };
@@ -83,6 +91,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.takeover_trials = p.Int(1);
     } else if (p.name() == "--poll-ms") {
       f.poll_ms = p.Int(0);
+    } else if (p.name() == "--pattern") {
+      f.blocking = p.OneOf({"perftest", "blocking"}) == "blocking";
     } else if (p.name() == "--transport") {
       f.transport = p.value();
       f.transport_given = true;
@@ -139,17 +149,38 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
     // Fewer round trips for large messages: about 1 GB moved per size.
     const int iters = static_cast<int>(std::max<size_t>(
         10, std::min<size_t>(f.iters, (size_t{1} << 30) / (bytes + 1))));
-    auto round_trip = [&]() -> absl::Status {
-      if (me == 0) {
-        RELAY_RETURN_IF_ERROR(Wait(comm.Send(send, peer)));
-        return Wait(comm.Recv(recv, peer));
+    // perftest's pattern: rank 0 posts its receive right after its send,
+    // and rank 1 posts the next receive right after its reply, each before
+    // waiting for the send (ucx_perftest's run_pingpong). With a rendezvous
+    // protocol the reply's request-to-send then always meets a posted
+    // receive.
+    const int total = f.warmup + iters;
+    absl::StatusOr<Request> next_recv;  // Rank 1's, posted ahead.
+    if (me == 1 && !f.blocking) next_recv = comm.Recv(recv, peer);
+    auto round_trip = [&](int i) -> absl::Status {
+      if (f.blocking) {
+        if (me == 0) {
+          RELAY_RETURN_IF_ERROR(Wait(comm.Send(send, peer)));
+          return Wait(comm.Recv(recv, peer));
+        }
+        RELAY_RETURN_IF_ERROR(Wait(comm.Recv(recv, peer)));
+        return Wait(comm.Send(send, peer));
       }
-      RELAY_RETURN_IF_ERROR(Wait(comm.Recv(recv, peer)));
-      return Wait(comm.Send(send, peer));
+      if (me == 0) {
+        absl::StatusOr<Request> sent = comm.Send(send, peer);
+        absl::StatusOr<Request> got = comm.Recv(recv, peer);
+        RELAY_RETURN_IF_ERROR(Wait(std::move(sent)));
+        return Wait(std::move(got));
+      }
+      RELAY_RETURN_IF_ERROR(Wait(std::move(next_recv)));
+      absl::StatusOr<Request> sent = comm.Send(send, peer);
+      if (i + 1 < total) next_recv = comm.Recv(recv, peer);
+      return Wait(std::move(sent));
     };
-    for (int i = 0; i < f.warmup; ++i) RELAY_RETURN_IF_ERROR(round_trip());
+    int done = 0;
+    for (; done < f.warmup; ++done) RELAY_RETURN_IF_ERROR(round_trip(done));
     absl::Time start = absl::Now();
-    for (int i = 0; i < iters; ++i) RELAY_RETURN_IF_ERROR(round_trip());
+    for (; done < total; ++done) RELAY_RETURN_IF_ERROR(round_trip(done));
     const double latency_us =
         absl::ToDoubleMicroseconds(absl::Now() - start) / iters / 2;
 
