@@ -201,7 +201,8 @@ struct Core {
   ncclComm_t comm = nullptr;
   // Point-to-point's communicator (kDefaultP2pChannels): its own, split
   // from `comm`, or `comm` itself when RELAY_NCCL_P2P_CHANNELS is 0. Both
-  // queue on `stream`, so every rank runs their operations in the order it
+  // queue on `stream` (but native collectives with StreamOrder::kOnStream
+  // on the caller's), so every rank runs their operations in the order it
   // posted them.
   ncclComm_t p2p_comm = nullptr;
   cudaStream_t stream = nullptr;
@@ -378,9 +379,9 @@ void Core::WatchdogLoop() {
       }
       if (stopping) return;
       // Everything runs on one stream, so requests finish in the order they
-      // were queued (but see below): the boundary between finished and not is found by a
-      // binary search over their completion events, a few cudaEventQuery
-      // calls per look whatever the queue's length. (One call per request
+      // were queued (but see below): the boundary between finished and not
+      // is found by a binary search over their completion events, a few
+      // cudaEventQuery calls per look whatever the queue's length. (One call per request
       // kept this thread in the driver, whose lock the thread enqueueing the
       // next operation needs too: profiled on an H100, the watchdog took a
       // third as much CPU as the enqueueing thread.)
