@@ -62,21 +62,6 @@ FinishedPrefixResult FinishedPrefix(size_t n, Probe&& probe) {
   return {lo, false};
 }
 
-// The same where operations may finish out of queue order (queued on
-// several streams: StreamOrder::kOnStream): probes from the front one by
-// one and stops at the first that has not finished, so an operation that
-// finished behind a running one is reported late, never early. k finished
-// operations cost k + 1 looks.
-template <typename Probe>
-FinishedPrefixResult FinishedPrefixOneByOne(size_t n, Probe&& probe) {
-  for (size_t i = 0; i < n; ++i) {
-    const ProbeResult r = probe(i);
-    if (r == ProbeResult::kFailed) return {i, true};
-    if (r == ProbeResult::kRunning) return {i, false};
-  }
-  return {n, false};
-}
-
 }  // namespace relay
 
 #endif  // RELAY_TRANSPORTS_NCCL_FINISHED_PREFIX_H_

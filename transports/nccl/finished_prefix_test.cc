@@ -2,7 +2,6 @@
 // count, and few probes (one when the front is still running).
 #include "transports/nccl/finished_prefix.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -50,29 +49,6 @@ TEST(FinishedPrefixTest, AFailedProbeStopsTheSearch) {
       }
     }
   }
-}
-
-TEST(FinishedPrefixTest, OneByOneNeverReportsARunningOperation) {
-  // Every pattern of 10 operations finished or running, in any order.
-  constexpr size_t n = 10;
-  for (unsigned pattern = 0; pattern < (1u << n); ++pattern) {
-    auto finished = [&](size_t i) { return (pattern >> i) & 1u; };
-    size_t probes = 0;
-    const FinishedPrefixResult r = FinishedPrefixOneByOne(n, [&](size_t i) {
-      ++probes;
-      return finished(i) ? ProbeResult::kFinished : ProbeResult::kRunning;
-    });
-    size_t leading = 0;
-    while (leading < n && finished(leading)) ++leading;
-    ASSERT_EQ(r.finished, leading) << "pattern " << pattern;
-    EXPECT_FALSE(r.failed);
-    EXPECT_EQ(probes, std::min(leading + 1, n));
-  }
-  const FinishedPrefixResult failed = FinishedPrefixOneByOne(5, [](size_t i) {
-    return i < 2 ? ProbeResult::kFinished : ProbeResult::kFailed;
-  });
-  EXPECT_EQ(failed.finished, 2u);
-  EXPECT_TRUE(failed.failed);
 }
 
 }  // namespace

@@ -211,6 +211,18 @@ struct Core {
   // enqueue_mu. One is enough: a stream waiting on an event captures its
   // state at cudaStreamWaitEvent, so it may be recorded again at once.
   cudaEvent_t ready = nullptr;
+  // The stream and completion event of the operation queued last; guarded
+  // by enqueue_mu. An operation queued on another stream (a caller's, with
+  // StreamOrder::kOnStream) first waits for it, so this transport's NCCL
+  // work runs one operation at a time in posting order, as NCCL requires
+  // of one communicator and advises across communicators on one GPU
+  // (kernels of two that run at once may not both progress). The event
+  // may have gone back to the pool with its request: a wait captures its
+  // last record, which only a later Launch, under the same lock, changes.
+  // A stream destroyed and a new one at the same address compare equal,
+  // but CUDA frees a stream only once its work has finished.
+  cudaStream_t last_stream = nullptr;
+  cudaEvent_t last_done = nullptr;
   EventPool events;
   CheckedPointers checked_pointers;
 
@@ -266,12 +278,10 @@ struct Core {
 class NcclRequest final : public RequestState {
  public:
   NcclRequest(std::shared_ptr<Core> core, cudaEvent_t done_event,
-              bool on_transport_stream, absl::Time deadline, const char* what,
-              uint64_t sequence)
+              absl::Time deadline, const char* what, uint64_t sequence)
       : RequestState(deadline),
         core_(std::move(core)),
         done_event_(done_event),
-        on_transport_stream_(on_transport_stream),
         what_(what),
         sequence_(sequence) {}
   ~NcclRequest() override { core_->events.Put(done_event_); }
@@ -293,9 +303,6 @@ class NcclRequest final : public RequestState {
   }
 
   cudaEvent_t event() const { return done_event_; }
-  // Queued on the transport's stream (finishing in queue order with the
-  // others there), not on a caller's (StreamOrder::kOnStream).
-  bool on_transport_stream() const { return on_transport_stream_; }
 
   std::string Describe() const {
     return sequence_ == kNoSequence ? std::string(what_)
@@ -315,7 +322,6 @@ class NcclRequest final : public RequestState {
  private:
   const std::shared_ptr<Core> core_;
   const cudaEvent_t done_event_;
-  const bool on_transport_stream_;
   const char* const what_;
   const uint64_t sequence_;
 };
@@ -378,35 +384,30 @@ void Core::WatchdogLoop() {
         watch_cv.wait_for(lock, pause, [&] { return stopping; });
       }
       if (stopping) return;
-      // Everything runs on one stream, so requests finish in the order they
-      // were queued (but see below): the boundary between finished and not
-      // is found by a binary search over their completion events, a few
-      // cudaEventQuery calls per look whatever the queue's length. (One call per request
+      // Requests finish in the order they were queued: on one stream, or
+      // each after the one before it (Core::last_done). So the boundary
+      // between finished and not is found by a binary search over their
+      // completion events, a few cudaEventQuery calls per look whatever
+      // the queue's length. (One call per request
       // kept this thread in the driver, whose lock the thread enqueueing the
       // next operation needs too: profiled on an H100, the watchdog took a
       // third as much CPU as the enqueueing thread.)
-      // Requests a caller queued on its own stream (StreamOrder::kOnStream)
-      // may finish out of queue order: then one by one from the front.
       probe_events.clear();
-      bool in_queue_order = true;
       const size_t probed = std::min(pending.size(), kWatchdogProbeBatch);
       for (size_t i = 0; i < probed; ++i) {
         probe_events.push_back(pending[i]->event());
-        in_queue_order = in_queue_order && pending[i]->on_transport_stream();
       }
       lock.unlock();
       // Only Abort removes requests other than this thread, and it sets
       // `aborted` first: the events stay valid unless that is set.
       // A failed query is reported by Check() on that request.
-      auto probe = [&](size_t i) {
-        const cudaError_t q = cudaEventQuery(probe_events[i]);
-        return q == cudaSuccess         ? ProbeResult::kFinished
-               : q == cudaErrorNotReady ? ProbeResult::kRunning
-                                        : ProbeResult::kFailed;
-      };
       const FinishedPrefixResult found =
-          in_queue_order ? FinishedPrefix(probe_events.size(), probe)
-                         : FinishedPrefixOneByOne(probe_events.size(), probe);
+          FinishedPrefix(probe_events.size(), [&](size_t i) {
+            const cudaError_t q = cudaEventQuery(probe_events[i]);
+            return q == cudaSuccess         ? ProbeResult::kFinished
+                   : q == cudaErrorNotReady ? ProbeResult::kRunning
+                                            : ProbeResult::kFailed;
+          });
       const size_t finished = found.finished;
       const bool query_failed = found.failed;
       lock.lock();
@@ -706,9 +707,17 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                               "cudaStreamWaitEvent");
         }
       }
+      if (queued.ok() && c.last_done != nullptr && c.last_stream != stream) {
+        queued = CudaStatus(cudaStreamWaitEvent(stream, c.last_done, 0),
+                            "cudaStreamWaitEvent (the previous operation)");
+      }
       if (queued.ok()) queued = enqueue(stream);
       if (queued.ok()) {
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
+      }
+      if (queued.ok()) {
+        c.last_stream = stream;
+        c.last_done = done;
       }
     }
   }
@@ -720,8 +729,8 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
     c.events.Put(done);
     return queued;
   }
-  auto request = std::make_shared<NcclRequest>(
-      core_, done, order != StreamOrder::kOnStream, deadline, what, sequence);
+  auto request =
+      std::make_shared<NcclRequest>(core_, done, deadline, what, sequence);
   c.Watch(request);
   return Request(std::move(request));
 }

@@ -33,8 +33,9 @@
 //     blocks. With CollectiveOptions::stream_order = kOnStream a native
 //     collective is queued on the caller's stream itself, as bare NCCL
 //     calls are: later work there waits for it, and the call costs no
-//     event and wait of its own (the watchdog then completes requests one
-//     by one, since streams may finish out of queue order).
+//     event and wait of its own. Whatever the streams, the transport's
+//     operations run one at a time in posting order (an operation on
+//     another stream than the last one's waits for it), as NCCL requires.
 //   * A watchdog thread per communicator: it completes requests (so OnDone
 //     callbacks run without a waiter, 50 us to 1 ms after the GPU finished;
 //     a waiter sees it at once), polls ncclCommGetAsyncError, and when
