@@ -697,7 +697,8 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       // on 2 H100s, 2-3 us a call against the event's 0.4 us
       // (bench/results/2026-11-26-nccl-latency-h100).
       // StreamOrder::kOnStream: on the caller's stream itself, as bare NCCL
-      // is called (NCCL orders a communicator's kernels across streams).
+      // is called; it still runs after this transport's previous operation
+      // (Core::last_done, below).
       cudaStream_t stream = order == StreamOrder::kOnStream ? caller : c.stream;
       if (stream != caller) {
         queued = CudaStatus(cudaEventRecord(c.ready, caller),
