@@ -10,6 +10,8 @@
 # Example:
 #   bench/compare_p2p_ucx.sh
 #   RELAY_UCX_TLS=tcp,self bench/compare_p2p_ucx.sh /tmp/p2p-tcp
+#   SIZES="262144 4194304" ROUNDS=15 bench/compare_p2p_ucx.sh /tmp/p2p-256k
+#     (only the sizes given, in bytes)
 #
 # ucx_perftest keeps its own buffer allocation (ucp_mem_map, SysV segments
 # by Debian's UCX_ALLOC_PRIO): real pages, like pingpong's filled vectors.
@@ -28,7 +30,7 @@ cd "$(dirname "$0")/.."
 out="${1:-bench/results/$(date +%Y-%m-%d)-p2p-ucx-vs-perftest}"
 tls="${RELAY_UCX_TLS:-shm,self}"
 rounds="${ROUNDS:-3}"
-sizes=(8 64 512 4096 32768 262144 1048576 4194304 16777216)
+read -r -a sizes <<<"${SIZES:-8 64 512 4096 32768 262144 1048576 4194304 16777216}"
 port=$((20000 + RANDOM % 20000))
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (tools/bootstrap.sh installs ucx-utils)" >&2; exit 1; }
 mkdir -p "$out"
@@ -55,7 +57,7 @@ perftest() {
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- command: bench/compare_p2p_ucx.sh (UCX_TLS=$tls, ROUNDS=$rounds)"
+  echo "- command: bench/compare_p2p_ucx.sh (UCX_TLS=$tls, ROUNDS=$rounds, SIZES=\"${sizes[*]}\")"
   echo "- relay: UCX_TLS=$tls tools/relayrun -n 2 -- bench/pingpong -b SIZE -e SIZE"
   echo "- UCX: ucx_perftest -t tag_lat / -t tag_bw -s SIZE (server and client, same UCX_TLS)"
   echo
