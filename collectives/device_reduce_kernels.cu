@@ -1,6 +1,9 @@
 // The device reduction kernels: one grid-stride loop per dtype x op, moving
-// 16 bytes per thread per load (uint4), with the unaligned head and the tail
-// done element by element. Memory-bound by design: the target is the
+// 16 bytes per thread per load (uint4), with the tail done element by
+// element. Where any of the three pointers is not 16-byte aligned, the
+// whole call goes element by element (ReduceScalarKernel), several times
+// slower: relay's schedules start their blocks on 16-element boundaries
+// for that reason (collectives/schedule.h, BlockPartition). Memory-bound by design: the target is the
 // device-to-device copy bandwidth (two inputs, one output: 1.5x a copy's
 // bytes), so nothing here is compute-heavy. float16 and bfloat16 are widened
 // to float32 for the arithmetic and rounded back to nearest even, as the

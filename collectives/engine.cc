@@ -1,9 +1,9 @@
 #include "collectives/engine.h"
 
 #include <algorithm>
-#include <optional>
 #include <array>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -236,35 +236,13 @@ constexpr int kCopyMaxBlocks = 64;  // Enough loads in flight for NVLink.
 std::once_flag own_kernels_once[kMaxDevices];
 cudaError_t own_kernels_error[kMaxDevices];
 
-cudaError_t LoadOwnKernels(int device) {
+cudaError_t LoadCopyKernel(int device) {
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   std::call_once(own_kernels_once[device], [device] {
     cudaFuncAttributes a;
     own_kernels_error[device] = cudaFuncGetAttributes(&a, CopyKernel);
   });
   return own_kernels_error[device];
-}
-
-// Runs `launch` (which queues the kernel above on `stream`) from
-// any thread: on the stream's device, made current for the launch, then
-// restored.
-template <typename Launch>
-int OnStreamDevice(void* stream, Launch launch) {
-  int current = 0;
-  cudaError_t e = cudaGetDevice(&current);
-  int device = current;
-  if (e == cudaSuccess && stream != nullptr) {
-    e = cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device);
-  }
-  if (e != cudaSuccess) return e;
-  if (device != current && (e = cudaSetDevice(device)) != cudaSuccess) return e;
-  e = LoadOwnKernels(device);
-  if (e == cudaSuccess) {
-    launch(static_cast<cudaStream_t>(stream));
-    e = cudaGetLastError();
-  }
-  if (device != current) cudaSetDevice(current);
-  return e;
 }
 
 }  // namespace
@@ -292,10 +270,16 @@ int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
   const size_t per_block = static_cast<size_t>(kCopyThreads) * 16 * 4;
   const int blocks = static_cast<int>(std::min<size_t>(
       kCopyMaxBlocks, std::max<size_t>(1, bytes / per_block)));
-  return OnStreamDevice(stream, [&](cudaStream_t s) {
-    CopyKernel<<<blocks, kCopyThreads, 0, s>>>(
-        static_cast<char*>(dst), static_cast<const char*>(src), bytes);
-  });
+  // Launched on the stream's GPU, from whichever thread matched the message.
+  ScopedDevice on_stream_device(runs_on);
+  if (on_stream_device.error() != cudaSuccess) return on_stream_device.error();
+  if (const cudaError_t loaded = LoadCopyKernel(runs_on);
+      loaded != cudaSuccess) {
+    return loaded;
+  }
+  CopyKernel<<<blocks, kCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+  return cudaGetLastError();
 }
 
 }  // namespace device_runtime

@@ -22,6 +22,33 @@ int DeviceCount(int* count);
 // The device current on this thread, and cudaSetDevice.
 int CurrentDevice(int* device);
 int SetDevice(int device);
+
+// Makes `device` current on this thread for a scope, and the one before
+// current again at its end: a thread may work for several GPUs (loopback's
+// matching thread queues a copy on the receiver's; a transport's caller
+// may have another GPU current). error() is the switch's (0: done, or not
+// needed).
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    error_ = CurrentDevice(&previous_);
+    if (error_ == 0 && previous_ != device) {
+      error_ = SetDevice(device);
+      switched_ = error_ == 0;
+    }
+  }
+  ~ScopedDevice() {
+    if (switched_) SetDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  int error() const { return error_; }
+
+ private:
+  int previous_ = -1;
+  int error_ = 0;
+  bool switched_ = false;
+};
 // The device memory at `ptr` lives on, or -1 for host memory (registered,
 // pinned or pageable) and addresses CUDA does not know.
 int DeviceOfPointer(const void* ptr, int* device);
@@ -53,9 +80,9 @@ int CopyAsync(void* dst, const void* src, size_t bytes, void* stream);
 // (device_runtime.cu says why that matters). The first copy from a GPU
 // enables its peer access to the buffers' GPUs; between GPUs without it,
 // CUDA's cudaMemcpyPeerAsync stages the copy through host memory (and
-// checks its addresses when queued). Memory from a stream-ordered pool must be accessible
-// to the other GPU (cudaMemPoolSetAccess; relay's own pool is). Thread-safe;
-// leaves the calling thread's current device as it was.
+// checks its addresses when queued). Memory from a stream-ordered pool must
+// be accessible to the other GPU (cudaMemPoolSetAccess; relay's own pool
+// is). Thread-safe; leaves the calling thread's current device as it was.
 int CopyPeerAsync(void* dst, int dst_device, const void* src, int src_device,
                   size_t bytes, void* stream);
 

@@ -26,7 +26,7 @@
 # Usage: open_targets.sh OUT_DIR
 # Environment: BASELINE (path of another build's collectives binary),
 #   REDUCE_BLOCKS (default "0"), P2P_ENVS (default
-#   "NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8"), LATENCY (default
+#   "NCCL_MIN_P2P_NCHANNELS=64 NCCL_P2P_NVL_CHUNKSIZE=131072"), LATENCY (default
 #   0), LIMIT_SCALE (default 1: multiply every step's time limit).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -51,7 +51,7 @@ for n in 2 4; do
     "$here/ring_over_nccl.sh" "$out/ring_${n}gpu" 1
 done
 step p2p_by_size 220 env \
-  P2P_ENVS="${P2P_ENVS-NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8}" \
+  P2P_ENVS="${P2P_ENVS-NCCL_MIN_P2P_NCHANNELS=64 NCCL_P2P_NVL_CHUNKSIZE=131072}" \
   "$here/p2p_by_size.sh" "$out/p2p"
 if [ "${LATENCY:-0}" = 1 ]; then
   for n in 2 4; do

@@ -10,14 +10,18 @@
 # From the folder bench/gpu/build.sh filled.
 #
 # On 4 H100s (2026-11-26) NCCL's point-to-point ran at 113-162 GB/s up to
-# 128 MB messages and 299 at 256 MB: P2P_ENVS then reruns the 4-GPU ring
+# 128 MB messages and 299 at 256 MB, because NCCL gives one send at most
+# (point-to-point channels) / (ranks) of its channels (relay's NCCL
+# transport now has a communicator of its own with 64 for point-to-point,
+# RELAY_NCCL_P2P_CHANNELS). P2P_ENVS reruns the 4-GPU ring
 # exchange and relay's ring under each of NCCL's channel settings listed
 # (about 55 s each), and NCCL_DEBUG=INFO logs of one 64 MB exchange show
 # the channels NCCL chose (p2p_debug.log).
 #
 # Usage: p2p_by_size.sh OUT_DIR
 # Environment: P2P_ENVS, space-separated VAR=VALUE settings (default:
-#   none); e.g. "NCCL_MIN_P2P_NCHANNELS=16 NCCL_NCHANNELS_PER_PEER=8"
+#   none); e.g. "NCCL_MIN_P2P_NCHANNELS=64 NCCL_P2P_NVL_CHUNKSIZE=131072",
+#   the two that moved it (bench/results/2026-11-26-nccl-p2p-channels-h100)
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: p2p_by_size.sh OUT_DIR}"

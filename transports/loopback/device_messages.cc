@@ -118,28 +118,6 @@ absl::Status CopyLane::Ensure() {
   return absl::OkStatus();
 }
 
-namespace {
-
-// Makes `device` current on this thread for a scope (the matching thread
-// may be the sender's, with another GPU current).
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    if (rt::CurrentDevice(&previous_) == 0 && previous_ != device) {
-      switched_ = rt::SetDevice(device) == 0;
-    }
-  }
-  ~OnDevice() {
-    if (switched_) rt::SetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-  bool switched_ = false;
-};
-
-}  // namespace
-
 absl::StatusOr<SharedEvent> CopyLane::Queue(void* send_ready,
                                             void* recv_ready,
                                             const ConstBuffer& src,
@@ -148,7 +126,11 @@ absl::StatusOr<SharedEvent> CopyLane::Queue(void* send_ready,
   if (stream_ == nullptr) {
     return absl::InternalError("loopback: a device receive without a lane");
   }
-  OnDevice on_lane_device(device_);
+  // The matching thread may be the sender's, with another GPU current.
+  rt::ScopedDevice on_lane_device(device_);
+  if (int e = on_lane_device.error(); e != 0) {
+    return CudaError(e, "making the receiver's GPU current");
+  }
   if (int e = rt::StreamWaitEvent(stream_, send_ready); e != 0) {
     return CudaError(e, "waiting for the sender's stream");
   }

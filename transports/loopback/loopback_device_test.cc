@@ -1,9 +1,9 @@
 // The loopback transport on device memory (device_messages.h): relay's
 // algorithms on device buffers with ranks as threads, the stream semantics
 // (streams wait for the copy between them; the host waits only for its
-// peers' posts), bad input, and deadlines and Abort for unmatched posts. Tests that need GPUs
-// skip themselves where none (or too few) are visible; without CUDA, one
-// test checks that device memory is refused.
+// peers' posts), bad input, and deadlines and Abort for unmatched posts.
+// Tests that need GPUs skip themselves where none (or too few) are
+// visible; without CUDA, one test checks that device memory is refused.
 #include <algorithm>
 #include <atomic>
 #include <chrono>

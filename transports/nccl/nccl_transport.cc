@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -17,8 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
 #include "transports/nccl/finished_prefix.h"
 #include "transports/nccl/nccl_status.h"
@@ -146,24 +147,6 @@ class EventPool {
 
 class NcclRequest;
 
-// Makes `device` current for a scope, and restores the previous one.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ != device) {
-      cudaSetDevice(device);
-    } else {
-      previous_ = -1;
-    }
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-};
-
 // Addresses CheckMemory found to be memory of this rank's GPU, so a buffer
 // used again (a training loop's gradients, the stream executor's scratch
 // from its pool) is not asked about again. cudaPointerGetAttributes was
@@ -205,6 +188,7 @@ struct Core {
   // on the caller's), so every rank runs their operations in the order it
   // posted them.
   ncclComm_t p2p_comm = nullptr;
+  bool OwnsP2pComm() const { return p2p_comm != nullptr && p2p_comm != comm; }
   cudaStream_t stream = nullptr;
   int32_t* barrier_scratch = nullptr;  // One device int for barriers.
   // Recorded on a caller's stream for `stream` to wait on; guarded by
@@ -253,9 +237,7 @@ struct Core {
   std::vector<std::shared_ptr<NcclRequest>> completing;
 
   ~Core() {
-    if (!comm_aborted && p2p_comm != nullptr && p2p_comm != comm) {
-      ncclCommDestroy(p2p_comm);
-    }
+    if (!comm_aborted && OwnsP2pComm()) ncclCommDestroy(p2p_comm);
     if (!comm_aborted && comm != nullptr) ncclCommDestroy(comm);
     if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
     if (ready != nullptr) cudaEventDestroy(ready);
@@ -347,7 +329,7 @@ void Core::Abort(absl::Status why) {
       // Wait briefly for an enqueue in progress; one that stays is blocked
       // on a peer inside NCCL, and only the abort below frees it.
       const bool idle = enqueue_mu.try_lock_for(kAbortGrace);
-      if (p2p_comm != nullptr && p2p_comm != comm) ncclCommAbort(p2p_comm);
+      if (OwnsP2pComm()) ncclCommAbort(p2p_comm);
       if (comm != nullptr) ncclCommAbort(comm);
       comm_aborted = true;
       if (idle) enqueue_mu.unlock();
@@ -462,7 +444,7 @@ void Core::WatchdogLoop() {
     {
       // ncclCommGetAsyncError must not race ncclCommAbort.
       std::lock_guard<std::mutex> lock(abort_mu);
-      for (ncclComm_t c : {comm, p2p_comm}) {
+      for (ncclComm_t c : {comm, OwnsP2pComm() ? p2p_comm : nullptr}) {
         if (comm_aborted || c == nullptr || failed != nullptr) continue;
         if (ncclCommGetAsyncError(c, &async) == ncclSuccess &&
             async != ncclSuccess && async != ncclInProgress) {
@@ -497,33 +479,28 @@ absl::Status PrepareCore(Core& core) {
                     "cudaMemset");
 }
 
-// RELAY_NCCL_P2P_CHANNELS, else kDefaultP2pChannels; 0 and garbage mean
-// no communicator of its own (garbage with a warning).
-int P2pChannels() {
-  static const int channels = [] {
-    const char* v = std::getenv("RELAY_NCCL_P2P_CHANNELS");
-    if (v == nullptr || *v == '\0') return kDefaultP2pChannels;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > 1024) {
-      std::fprintf(stderr,
-                   "relay: RELAY_NCCL_P2P_CHANNELS=%s is not a channel count "
-                   "(0-1024); point-to-point shares the collectives' NCCL "
-                   "communicator\n", v);
-      return 0;
-    }
-    return static_cast<int>(n);
-  }();
+// RELAY_NCCL_P2P_CHANNELS, else kDefaultP2pChannels (0: no communicator
+// of its own); InvalidArgument for anything but a count of 0-1024.
+absl::StatusOr<int> P2pChannelsFromEnvironment() {
+  const char* value = std::getenv("RELAY_NCCL_P2P_CHANNELS");
+  if (value == nullptr || *value == '\0') return kDefaultP2pChannels;
+  int channels = 0;
+  if (!absl::SimpleAtoi(value, &channels) || channels < 0 || channels > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELAY_NCCL_P2P_CHANNELS='", value,
+        "' is not a channel count (0-1024; 0: point-to-point on the "
+        "collectives' NCCL communicator)"));
+  }
   return channels;
 }
 
 // Gives `core` (whose `comm` is made) its point-to-point communicator: a
-// split of `comm` with every rank in it, asking NCCL for P2pChannels()
-// channels (ncclConfig_t::minCTAs and maxCTAs; NCCL caps them at its
-// limit, 64 in 2.28). Collective
-// over the ranks of `comm`, as making `comm` was.
+// split of `comm` with every rank in it, asking NCCL for the channels
+// RELAY_NCCL_P2P_CHANNELS says (ncclConfig_t::minCTAs and maxCTAs; NCCL
+// caps them at its limit, 64 in 2.28). Collective over the ranks of
+// `comm`, as making `comm` was.
 absl::Status MakeP2pComm(Core& core) {
-  const int channels = P2pChannels();
+  RELAY_ASSIGN_OR_RETURN(const int channels, P2pChannelsFromEnvironment());
   if (channels == 0) {
     core.p2p_comm = core.comm;
     return absl::OkStatus();
@@ -669,7 +646,7 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   Core& c = *core_;
   // Events and stream belong to the communicator's GPU; the calling thread
   // may have another one current.
-  DeviceGuard on_device(c.device);
+  device_runtime::ScopedDevice on_device(c.device);
   RELAY_ASSIGN_OR_RETURN(cudaEvent_t done, c.events.Get());
   absl::Status queued;
   absl::Status aborted;  // The abort's reason, once aborted.
@@ -919,7 +896,7 @@ absl::StatusOr<Request> NcclTransport::Collective(const CollectiveArgs& args) {
 absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Split(int color,
                                                                 int key) {
   Core& c = *core_;
-  DeviceGuard on_device(c.device);
+  device_runtime::ScopedDevice on_device(c.device);
   ncclComm_t comm = nullptr;
   {
     // The parent's communicator is not thread-safe either; an Abort gives

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -227,9 +228,11 @@ TEST(NcclTransportTest, StreamWaitOrdersWithoutHostBlocking) {
 
 // StreamOrder::kOnStream: later work on the caller's stream sees the
 // result with no StreamWait, for NCCL's native all_reduce (queued on that
-// stream) and relay's ring (the communicator's StreamWait); calls on two
-// streams in turn all complete on the host (the watchdog then probes one
-// by one: they may finish out of queue order).
+// stream) and relay's ring (the communicator's StreamWait). The calls go
+// on two streams in turn with no host wait between them, so only the
+// transport's own ordering (each operation after the one posted before it,
+// Core::last_done) keeps two of them from running at once; every request
+// completes on the host too.
 TEST(NcclTransportTest, OnStreamOrdersLaterWorkOnThatStream) {
   const int n = std::min(Gpus(), 2);
   if (n < 1) GTEST_SKIP() << "no GPU visible";
@@ -243,18 +246,22 @@ TEST(NcclTransportTest, OnStreamOrdersLaterWorkOnThatStream) {
         for (cudaStream_t& st : streams) {
           cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
         }
-        std::vector<float> input(kCount), output(kCount);
+        std::vector<std::vector<float>> outputs(
+            kCalls, std::vector<float>(kCount));
         absl::StatusOr<DeviceBytes> bytes =
             DeviceBytes::Allocate(kCalls * kCount * 4);
         if (!bytes.ok()) return bytes.status();
         float* base = reinterpret_cast<float*>(bytes->data());
-        std::atomic<int> completed{0};
+        // Shared with the callbacks, which may outlive a failed run.
+        auto completed = std::make_shared<std::atomic<int>>(0);
+        std::vector<float> input(kCount);
         for (int call = 0; call < kCalls; ++call) {
           cudaStream_t st = streams[call % 2];
           float* g = base + call * kCount;
           for (size_t i = 0; i < kCount; ++i) {
             input[i] = float(rank + 1) * float((i + call) % 1000);
           }
+          // From pageable memory: returns once `input` may be reused.
           cudaMemcpyAsync(g, input.data(), kCount * 4, cudaMemcpyHostToDevice,
                           st);
           CollectiveOptions opts;
@@ -265,30 +272,39 @@ TEST(NcclTransportTest, OnStreamOrdersLaterWorkOnThatStream) {
               ConstBuffer::Of(g, kCount, Device::Cuda(rank)),
               Buffer::Of(g, kCount, Device::Cuda(rank)), ReduceOp::kSum, opts);
           if (!r.ok()) return r.status();
-          r->OnDone([&](absl::Status) { completed.fetch_add(1); });
-          // No StreamWait: the stream itself is ordered after the call.
-          cudaMemcpyAsync(output.data(), g, kCount * 4, cudaMemcpyDeviceToHost,
-                          st);
+          r->OnDone([completed](absl::Status) { completed->fetch_add(1); });
+        }
+        // Only now the copies out, each on its call's stream, with no
+        // StreamWait: the stream itself is ordered after the call.
+        for (int call = 0; call < kCalls; ++call) {
+          cudaMemcpyAsync(outputs[call].data(), base + call * kCount,
+                          kCount * 4, cudaMemcpyDeviceToHost,
+                          streams[call % 2]);
+        }
+        for (cudaStream_t st : streams) {
           if (cudaStreamSynchronize(st) != cudaSuccess) {
             return absl::InternalError("cudaStreamSynchronize");
           }
-          const float factor = float(n * (n + 1) / 2);
+        }
+        const float factor = float(n * (n + 1) / 2);
+        for (int call = 0; call < kCalls; ++call) {
           for (size_t i = 0; i < kCount; ++i) {
             const float want = factor * float((i + call) % 1000);
-            if (output[i] != want) {
+            if (outputs[call][i] != want) {
               return absl::InternalError(absl::StrCat(
-                  "call ", call, " (", AlgorithmName(opts.algorithm),
-                  "): element ", i, " is ", output[i], ", expected ", want));
+                  "call ", call, " (", call % 4 < 2 ? "native" : "ring",
+                  "): element ", i, " is ", outputs[call][i], ", expected ",
+                  want));
             }
           }
         }
-        for (int i = 0; i < 10000 && completed.load() < kCalls; ++i) {
+        for (int i = 0; i < 10000 && completed->load() < kCalls; ++i) {
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         for (cudaStream_t st : streams) cudaStreamDestroy(st);
-        if (completed.load() != kCalls) {
+        if (completed->load() != kCalls) {
           return absl::InternalError(absl::StrCat(
-              completed.load(), " of ", kCalls, " requests completed"));
+              completed->load(), " of ", kCalls, " requests completed"));
         }
         return absl::OkStatus();
       },
