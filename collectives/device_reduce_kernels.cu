@@ -1,9 +1,12 @@
 // The device reduction kernels: one grid-stride loop per dtype x op, moving
 // 16 bytes per thread per load (uint4), with the tail done element by
-// element. Where any of the three pointers is not 16-byte aligned, the
-// whole call goes element by element (ReduceScalarKernel), several times
-// slower: relay's schedules start their blocks on 16-element boundaries
-// for that reason (collectives/schedule.h, BlockPartition). Memory-bound by design: the target is the
+// element. Where the three pointers sit at the same offset from a 16-byte
+// boundary (a block of an aligned buffer starting mid-vector, the same in
+// both inputs and the output), the elements up to that boundary go first,
+// element by element, and the rest as vectors. Where their offsets differ,
+// the whole call goes element by element (ReduceScalarKernel), several
+// times slower: relay's schedules start their blocks on 16-element
+// boundaries for that reason (collectives/schedule.h, BlockPartition). Memory-bound by design: the target is the
 // device-to-device copy bandwidth (two inputs, one output: 1.5x a copy's
 // bytes), so nothing here is compute-heavy. float16 and bfloat16 are widened
 // to float32 for the arithmetic and rounded back to nearest even, as the
@@ -72,16 +75,19 @@ __device__ __forceinline__ uint4 ApplyVector(uint4 a, uint4 b) {
   return r.v;
 }
 
-// Vectors [0, vectors) of 16 bytes each, then elements [tail_begin, count).
+// Elements [0, head) one by one (head < 16 / sizeof(T): those before the
+// first 16-byte boundary), then vectors [0, vectors) of 16 bytes each from
+// element `head`, then elements [tail_begin, count).
 template <Op kOp, typename T>
 __global__ void __launch_bounds__(kThreads)
 ReduceKernel(const T* __restrict__ a, const T* __restrict__ b, T* out,
-             size_t vectors, size_t tail_begin, size_t count) {
+             size_t head, size_t vectors, size_t tail_begin, size_t count) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const size_t first = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const uint4* va = reinterpret_cast<const uint4*>(a);
-  const uint4* vb = reinterpret_cast<const uint4*>(b);
-  uint4* vo = reinterpret_cast<uint4*>(out);
+  if (first < head) out[first] = ApplyOne<kOp>(a[first], b[first]);
+  const uint4* va = reinterpret_cast<const uint4*>(a + head);
+  const uint4* vb = reinterpret_cast<const uint4*>(b + head);
+  uint4* vo = reinterpret_cast<uint4*>(out + head);
   // Two vectors in flight per thread before the first use.
   size_t i = first;
   for (; i + stride < vectors; i += 2 * stride) {
@@ -96,7 +102,7 @@ ReduceKernel(const T* __restrict__ a, const T* __restrict__ b, T* out,
   }
 }
 
-// Unaligned pointers (or mixed alignment): element by element.
+// Pointers at different offsets from a 16-byte boundary: element by element.
 template <Op kOp, typename T>
 __global__ void __launch_bounds__(kThreads)
 ReduceScalarKernel(const T* a, const T* b, T* out, size_t count) {
@@ -142,16 +148,18 @@ int LaunchTyped(const void* a, const void* b, void* out, size_t count,
   const T* pa = static_cast<const T*>(a);
   const T* pb = static_cast<const T*>(b);
   T* po = static_cast<T*>(out);
-  const uintptr_t misaligned = (reinterpret_cast<uintptr_t>(a) |
-                                reinterpret_cast<uintptr_t>(b) |
-                                reinterpret_cast<uintptr_t>(out)) & 15;
-  if (misaligned != 0) {
+  const uintptr_t offset = reinterpret_cast<uintptr_t>(a) & 15;
+  const bool same_offset = (reinterpret_cast<uintptr_t>(b) & 15) == offset &&
+                           (reinterpret_cast<uintptr_t>(out) & 15) == offset;
+  if (!same_offset || offset % sizeof(T) != 0) {
     ReduceScalarKernel<kOp, T><<<Blocks(count, cap), kThreads, 0, stream>>>(pa, pb, po, count);
   } else {
     constexpr size_t kLanes = 16 / sizeof(T);
-    const size_t vectors = count / kLanes;
+    const size_t to_boundary = offset == 0 ? 0 : (16 - offset) / sizeof(T);
+    const size_t head = to_boundary < count ? to_boundary : count;
+    const size_t vectors = (count - head) / kLanes;
     ReduceKernel<kOp, T><<<Blocks(vectors > 0 ? (vectors + 1) / 2 : 1, cap), kThreads, 0, stream>>>(
-        pa, pb, po, vectors, vectors * kLanes, count);
+        pa, pb, po, head, vectors, head + vectors * kLanes, count);
   }
   return cudaGetLastError();
 }

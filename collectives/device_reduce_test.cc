@@ -33,29 +33,48 @@ struct DeviceBytes {
   size_t size;
 };
 
+// Where the inputs and the output sit: all 16-byte aligned, only the first
+// input one element off (the element-by-element kernel), or all three one
+// element off alike (the vector kernel after a head of up to 15 elements).
+enum class Placement { kAligned, kFirstInputShifted, kAllShifted };
+
+const char* PlacementName(Placement p) {
+  switch (p) {
+    case Placement::kAligned: return "aligned";
+    case Placement::kFirstInputShifted: return "first input shifted";
+    case Placement::kAllShifted: return "all shifted";
+  }
+  return "?";
+}
+
 TEST_F(DeviceReduceTest, MatchesHostKernelsBitForBit) {
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin,
                           ReduceOp::kMax};
+  const Placement placements[] = {Placement::kAligned,
+                                  Placement::kFirstInputShifted,
+                                  Placement::kAllShifted};
   for (DataType dtype : AllDataTypes()) {
     const size_t esize = DataTypeSize(dtype);
     for (ReduceOp op : ops) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{37}, size_t{1000003}}) {
-        for (size_t misalign : {size_t{0}, esize}) {
+        for (Placement placement : placements) {
+          const size_t a_at = placement == Placement::kAligned ? 0 : esize;
+          const size_t b_at = placement == Placement::kAllShifted ? esize : 0;
           const std::vector<char> a = Encode(dtype, InputValues(dtype, op, 1, count));
           const std::vector<char> b = Encode(dtype, InputValues(dtype, op, 2, count));
           std::vector<char> want(count * esize);
           if (count > 0) GetReduceFn(dtype, op)(a.data(), b.data(), want.data(), count);
           DeviceBytes da(a.size()), db(b.size());
-          ASSERT_EQ(cudaMemcpy(da.at(misalign), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-          ASSERT_EQ(cudaMemcpy(db.at(0), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
-          // In place into a (misaligned when misalign > 0).
-          ASSERT_TRUE(DeviceReduce(dtype, op, da.at(misalign), db.at(0),
-                                   da.at(misalign), count, nullptr).ok());
+          ASSERT_EQ(cudaMemcpy(da.at(a_at), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(db.at(b_at), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+          // In place into a, so the output sits where a does.
+          ASSERT_TRUE(DeviceReduce(dtype, op, da.at(a_at), db.at(b_at),
+                                   da.at(a_at), count, nullptr).ok());
           std::vector<char> got(count * esize);
-          ASSERT_EQ(cudaMemcpy(got.data(), da.at(misalign), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(got.data(), da.at(a_at), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
           EXPECT_TRUE(got == want)
               << DataTypeName(dtype) << " " << ReduceOpName(op) << " count "
-              << count << " misalign " << misalign;
+              << count << " " << PlacementName(placement);
         }
       }
     }
@@ -99,8 +118,9 @@ TEST(DeviceReduceInputTest, BadInputIsInvalidArgument) {
 }
 
 // A capped grid (max_blocks) covers every element with its grid-stride
-// loop: 1, 3 and 64 blocks over a count that needs thousands, in both the
-// vector and the scalar (misaligned) kernel.
+// loop: 1, 3 and 64 blocks over a count that needs thousands, in the
+// vector kernel (with and without a head before the first 16-byte
+// boundary) and the scalar one (pointers at different offsets).
 TEST_F(DeviceReduceTest, ACappedGridReducesEveryElement) {
   const DataType dtype = DataType::kFloat32;
   const size_t count = 3000017, esize = 4;
@@ -109,16 +129,25 @@ TEST_F(DeviceReduceTest, ACappedGridReducesEveryElement) {
   std::vector<char> want(count * esize);
   GetReduceFn(dtype, ReduceOp::kSum)(a.data(), b.data(), want.data(), count);
   for (int blocks : {1, 3, 64}) {
-    for (size_t misalign : {size_t{0}, esize}) {
-      DeviceBytes da(a.size() + esize), db(b.size()), dout(want.size() + esize);
-      ASSERT_EQ(cudaMemcpy(da.at(misalign), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(db.at(0), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    for (Placement placement : {Placement::kAligned, Placement::kFirstInputShifted,
+                                Placement::kAllShifted}) {
+      const size_t a_at = placement == Placement::kAligned ? 0 : esize;
+      const size_t b_at = placement == Placement::kAllShifted ? esize : 0;
+      DeviceBytes da(a.size() + esize), db(b.size() + esize), dout(want.size() + esize);
+      ASSERT_EQ(cudaMemcpy(da.at(a_at), a.data(), a.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(db.at(b_at), b.data(), b.size(), cudaMemcpyHostToDevice), cudaSuccess);
       ASSERT_EQ(cudaMemset(dout.at(0), 0xff, want.size() + esize), cudaSuccess);
-      ASSERT_TRUE(DeviceReduce(dtype, ReduceOp::kSum, da.at(misalign), db.at(0),
-                               dout.at(misalign), count, nullptr, blocks).ok());
+      ASSERT_TRUE(DeviceReduce(dtype, ReduceOp::kSum, da.at(a_at), db.at(b_at),
+                               dout.at(a_at), count, nullptr, blocks).ok());
       std::vector<char> got(want.size());
-      ASSERT_EQ(cudaMemcpy(got.data(), dout.at(misalign), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_TRUE(got == want) << blocks << " blocks, misalign " << misalign;
+      ASSERT_EQ(cudaMemcpy(got.data(), dout.at(a_at), got.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_TRUE(got == want) << blocks << " blocks, " << PlacementName(placement);
+      // Nothing written before the output.
+      if (a_at > 0) {
+        unsigned char before[8];
+        ASSERT_EQ(cudaMemcpy(before, dout.at(0), a_at, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (size_t i = 0; i < a_at; ++i) EXPECT_EQ(before[i], 0xff) << i;
+      }
     }
   }
 }

@@ -26,6 +26,7 @@ targets=(
   //bench:collectives
   //bench:device_reduce
   //bench:issue_cost
+  //bench:neighbour_exchange
   //bench:stream_op_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test

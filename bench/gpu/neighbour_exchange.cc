@@ -1,0 +1,236 @@
+// bench/gpu/neighbour_exchange: how fast one ring step moves over raw NCCL
+// on one communicator against one communicator per neighbour pair. Each
+// GPU sends M bytes to the next and receives M from the previous, which is
+// what every step of a ring all_reduce does with M = S / GPUs (per lane).
+//
+// Why: NCCL gives one send at most (point-to-point channels) / (ranks)
+// channels, so on 4 GPUs a communicator of 64 channels sends on 16 and
+// relay's ring reached 0.65-0.76 of native all_reduce (2 GPUs, where a
+// send gets 32: 0.90-0.96; bench/results/2026-11-26-nccl-p2p-channels-h100).
+// A communicator per ring edge has 2 ranks, so its send gets all of its
+// channels; but the step's send and receive then sit on two communicators,
+// and run at once only on two streams.
+//
+// One process, one thread per GPU (ncclCommInitAll). Variants:
+//   world      send+recv in one group on the world communicator (NCCL's
+//              channels)
+//   p2p64      the same on a split with minCTAs = maxCTAs = 64 (what
+//              relay's NCCL transport uses for point-to-point)
+//   pairs      send on the communicator of edge (r, r+1) on one stream,
+//              receive on that of edge (r-1, r) on another; the streams
+//              join after every step, as a ring's reduction would make them
+//   native     ncclAllReduce of S = M x GPUs on the world communicator, as
+//              busbw (= a ring step's rate where the ring runs at native
+//              speed)
+// Columns: M, then GB/s per variant (M / time per step; native: busbw).
+// Even GPU counts only (the edges of an even ring take two colours).
+// Usage (GPU host): neighbour_exchange [ITERS] [MIN_MB] [MAX_MB]
+//   (default 20, 8, 256)
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+#define CHECK(x)                                                      \
+  do {                                                                \
+    if (!(x)) {                                                       \
+      std::fprintf(stderr, "neighbour_exchange: %s failed (line %d)\n", \
+                   #x, __LINE__);                                     \
+      std::exit(1);                                                   \
+    }                                                                 \
+  } while (0)
+
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void Arrive() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int generation = generation_;
+    if (++waiting_ == n_) {
+      waiting_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation != generation_; });
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, waiting_ = 0, generation_ = 0;
+};
+
+enum Variant { kWorld, kP2p64, kPairs, kNative, kVariants };
+const char* const kNames[kVariants] = {"world", "p2p64", "pairs", "native"};
+
+ncclConfig_t Channels64(const char* name) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.minCTAs = 64;
+  config.maxCTAs = 64;
+  config.commName = name;
+  return config;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
+  const size_t min_mb = argc > 2 ? std::atol(argv[2]) : 8;
+  const size_t max_mb = argc > 3 ? std::atol(argv[3]) : 256;
+  CHECK(iters > 0 && min_mb > 0 && max_mb >= min_mb);
+  int gpus = 0;
+  CHECK(cudaGetDeviceCount(&gpus) == cudaSuccess);
+  if (gpus < 2 || gpus % 2 != 0) {
+    std::fprintf(stderr, "neighbour_exchange: needs an even number of GPUs, "
+                         "found %d\n", gpus);
+    return 2;
+  }
+  std::vector<int> devs(gpus);
+  for (int i = 0; i < gpus; ++i) devs[i] = i;
+  std::vector<ncclComm_t> world(gpus);
+  CHECK(ncclCommInitAll(world.data(), gpus, devs.data()) == ncclSuccess);
+
+  Barrier barrier(gpus);
+  std::vector<size_t> sizes;
+  for (size_t mb = min_mb; mb <= max_mb; mb *= 2) sizes.push_back(mb << 20);
+  // rate[variant][size], measured on GPU 0's thread.
+  std::vector<std::vector<double>> rate(kVariants, std::vector<double>(sizes.size()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < gpus; ++r) {
+    threads.emplace_back([&, r] {
+      CHECK(cudaSetDevice(r) == cudaSuccess);
+      const int next = (r + 1) % gpus, prev = (r + gpus - 1) % gpus;
+      ncclComm_t p2p64 = nullptr;
+      ncclConfig_t config = Channels64("p2p64");
+      CHECK(ncclCommSplit(world[r], 0, r, &p2p64, &config) == ncclSuccess);
+      // Edge e joins e and e+1 and has colour e % 2. In split c, this rank
+      // is the lower end of edge r (if r % 2 == c) or the upper end of edge
+      // r-1; key 0 for the lower end, so the peer is rank 1 - key.
+      ncclComm_t pair[2];
+      int key_in[2];
+      for (int c = 0; c < 2; ++c) {
+        const bool lower = r % 2 == c;
+        const int edge = lower ? r : prev;
+        key_in[c] = lower ? 0 : 1;
+        ncclConfig_t pc = Channels64("edge");
+        CHECK(ncclCommSplit(world[r], edge, key_in[c], &pair[c], &pc) == ncclSuccess);
+      }
+      // Send on the edge where this rank is the lower end, receive on the
+      // other.
+      const int send_c = r % 2, recv_c = 1 - send_c;
+      cudaStream_t s1, s2;
+      CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+      CHECK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+      // NCCL connects a peer's channels in the call that first uses them,
+      // and that waits for the peer to connect too. A first ring step of
+      // sends alone would wait around the ring: rank r's send on edge r
+      // for rank r+1, which is connecting its own send on edge r+1. So
+      // every edge is connected first, both ways, colour by colour.
+      char* token = nullptr;
+      CHECK(cudaMalloc(&token, 2) == cudaSuccess);
+      for (int c = 0; c < 2; ++c) {
+        CHECK(ncclGroupStart() == ncclSuccess);
+        CHECK(ncclSend(token, 1, ncclChar, 1 - key_in[c], pair[c], s1) == ncclSuccess);
+        CHECK(ncclRecv(token + 1, 1, ncclChar, 1 - key_in[c], pair[c], s1) == ncclSuccess);
+        CHECK(ncclGroupEnd() == ncclSuccess);
+      }
+      CHECK(cudaStreamSynchronize(s1) == cudaSuccess);
+      if (r == 0) std::fprintf(stderr, "communicators made and connected\n");
+      cudaEvent_t e1, e2;
+      CHECK(cudaEventCreateWithFlags(&e1, cudaEventDisableTiming) == cudaSuccess);
+      CHECK(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming) == cudaSuccess);
+      const size_t max_bytes = sizes.back() * gpus;
+      char *sendbuf = nullptr, *recvbuf = nullptr;
+      CHECK(cudaMalloc(&sendbuf, max_bytes) == cudaSuccess);
+      CHECK(cudaMalloc(&recvbuf, max_bytes) == cudaSuccess);
+      CHECK(cudaMemset(sendbuf, 1, max_bytes) == cudaSuccess);
+      CHECK(cudaDeviceSynchronize() == cudaSuccess);
+
+      auto step = [&](Variant v, size_t m) {
+        switch (v) {
+          case kWorld:
+          case kP2p64: {
+            ncclComm_t c = v == kWorld ? world[r] : p2p64;
+            CHECK(ncclGroupStart() == ncclSuccess);
+            CHECK(ncclSend(sendbuf, m, ncclChar, next, c, s1) == ncclSuccess);
+            CHECK(ncclRecv(recvbuf, m, ncclChar, prev, c, s1) == ncclSuccess);
+            CHECK(ncclGroupEnd() == ncclSuccess);
+            break;
+          }
+          case kPairs:
+            CHECK(ncclSend(sendbuf, m, ncclChar, 1 - key_in[send_c], pair[send_c], s1) ==
+                  ncclSuccess);
+            CHECK(ncclRecv(recvbuf, m, ncclChar, 1 - key_in[recv_c], pair[recv_c], s2) ==
+                  ncclSuccess);
+            CHECK(cudaEventRecord(e1, s1) == cudaSuccess);
+            CHECK(cudaEventRecord(e2, s2) == cudaSuccess);
+            CHECK(cudaStreamWaitEvent(s1, e2, 0) == cudaSuccess);
+            CHECK(cudaStreamWaitEvent(s2, e1, 0) == cudaSuccess);
+            break;
+          case kNative:
+            CHECK(ncclAllReduce(sendbuf, recvbuf, m * gpus / 4, ncclFloat32, ncclSum,
+                                world[r], s1) == ncclSuccess);
+            break;
+          case kVariants:
+            break;
+        }
+      };
+      for (size_t si = 0; si < sizes.size(); ++si) {
+        const size_t m = sizes[si];
+        for (int v = 0; v < kVariants; ++v) {
+          if (r == 0) {  // Progress, so a hang shows where it is.
+            std::fprintf(stderr, "%s %zu MB\n", kNames[v], m >> 20);
+          }
+          for (int w = 0; w < 3; ++w) step(static_cast<Variant>(v), m);
+          CHECK(cudaDeviceSynchronize() == cudaSuccess);
+          barrier.Arrive();
+          const auto start = std::chrono::steady_clock::now();
+          for (int i = 0; i < iters; ++i) step(static_cast<Variant>(v), m);
+          CHECK(cudaStreamSynchronize(s1) == cudaSuccess);
+          CHECK(cudaStreamSynchronize(s2) == cudaSuccess);
+          const double sec =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+              iters;
+          barrier.Arrive();
+          if (r == 0) {
+            const double bytes = v == kNative
+                                     ? 2.0 * (gpus - 1) / gpus * static_cast<double>(m) * gpus
+                                     : static_cast<double>(m);
+            rate[v][si] = bytes / sec / 1e9;
+          }
+        }
+      }
+      CHECK(cudaFree(sendbuf) == cudaSuccess);
+      CHECK(cudaFree(recvbuf) == cudaSuccess);
+      CHECK(cudaFree(token) == cudaSuccess);
+      ncclCommDestroy(pair[0]);
+      ncclCommDestroy(pair[1]);
+      ncclCommDestroy(p2p64);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (ncclComm_t c : world) ncclCommDestroy(c);
+
+  std::printf("# %d GPUs, ring step: send M to the next GPU, receive M from the "
+              "previous; GB/s = M / time per step (native: all_reduce busbw "
+              "at S = M x GPUs); mean of %d steps after 3 warm-up\n",
+              gpus, iters);
+  std::printf("%10s", "M (MB)");
+  for (int v = 0; v < kVariants; ++v) std::printf(" %9s", kNames[v]);
+  std::printf("\n");
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    std::printf("%10zu", sizes[si] >> 20);
+    for (int v = 0; v < kVariants; ++v) std::printf(" %9.1f", rate[v][si]);
+    std::printf("\n");
+  }
+  return 0;
+}
