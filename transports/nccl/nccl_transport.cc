@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +24,7 @@
 #include "runtime/status_macros.h"
 #include "transports/nccl/finished_prefix.h"
 #include "transports/nccl/nccl_status.h"
+#include "transports/nccl/ring_edges.h"
 
 namespace relay {
 namespace {
@@ -61,6 +63,17 @@ constexpr auto kAbortGrace = std::chrono::milliseconds(200);
 // H100s (bench/results/2026-11-26-nccl-p2p-channels-h100). A second
 // communicator keeps NCCL's native collectives on the channels NCCL chose.
 constexpr int kDefaultP2pChannels = 64;
+// The smallest message between ring neighbours that runs on their edge's
+// communicator (ring_edges.h) rather than the point-to-point one. On 4
+// H100s relay's ring (2 lanes) ran slower on the edges with 32 MB
+// messages (0.63 of native all_reduce against 0.66) and faster with 64 MB
+// (0.77 against 0.72) and 128 MB (0.84 against 0.76), though bare NCCL
+// moved a ring step 12% faster on the edges at 32 MB too
+// (bench/gpu/neighbour_exchange). What the ring loses there (a step's send
+// and receive run as two kernels on two streams, forked and joined, beside
+// the other lane's reduction) is not measured yet
+// (bench/results/2026-11-26-nccl-ring-edges-h100).
+constexpr size_t kDefaultRingEdgeBytes = size_t{48} << 20;
 
 #ifdef RELAY_NCCL_DIAG
 // Diagnostic switches, compiled in only with -DRELAY_NCCL_DIAG (bench/gpu/
@@ -176,6 +189,15 @@ class CheckedPointers {
   std::atomic<uintptr_t> slots_[kSlots] = {};
 };
 
+// A ring edge's two-rank communicator (ring_edges.h), and the stream its
+// part of a batch runs on when the batch also uses another communicator.
+struct EdgeLink {
+  ncclComm_t comm = nullptr;
+  int peer = 0;  // The other end's rank in `comm`.
+  cudaStream_t stream = nullptr;
+  cudaEvent_t joined = nullptr;  // Recorded on `stream` after its part.
+};
+
 // What a transport shares with its requests and its watchdog.
 struct Core {
   int rank = 0;
@@ -189,6 +211,37 @@ struct Core {
   // posted them.
   ncclComm_t p2p_comm = nullptr;
   bool OwnsP2pComm() const { return p2p_comm != nullptr && p2p_comm != comm; }
+  // The ring edges' communicators (RELAY_NCCL_RING_EDGES; none where it
+  // is off): messages to and from the ring neighbours run on them instead
+  // of p2p_comm, so a send gets twice its channels on 4 ranks. A batch
+  // using several communicators forks from `stream` into the links'
+  // streams (after `forked`) and joins back, so its parts run at once.
+  EdgeLink to_next, from_prev;
+  cudaEvent_t forked = nullptr;
+  // Smaller messages stay on p2p_comm (RELAY_NCCL_RING_EDGE_BYTES). Both
+  // ends of a message decide alike: NCCL's counts match exactly.
+  size_t edge_min_bytes = 0;
+  bool HasEdges() const { return to_next.comm != nullptr; }
+  // The link that carries `op`, or null for p2p_comm.
+  EdgeLink* LinkFor(const PeerOp& op) {
+    if (!HasEdges() || op.data.bytes() < edge_min_bytes) return nullptr;
+    switch (RouteOf(rank, size, op.kind == PeerOp::Kind::kSend, op.peer)) {
+      case EdgeRoute::kToNext: return &to_next;
+      case EdgeRoute::kFromPrev: return &from_prev;
+      case EdgeRoute::kNone: break;
+    }
+    return nullptr;
+  }
+  // Every NCCL communicator this core made (no allocation: the watchdog
+  // asks on every look).
+  absl::InlinedVector<ncclComm_t, 4> OwnedComms() const {
+    absl::InlinedVector<ncclComm_t, 4> all;
+    for (ncclComm_t c : {comm, OwnsP2pComm() ? p2p_comm : nullptr,
+                         to_next.comm, from_prev.comm}) {
+      if (c != nullptr) all.push_back(c);
+    }
+    return all;
+  }
   cudaStream_t stream = nullptr;
   int32_t* barrier_scratch = nullptr;  // One device int for barriers.
   // Recorded on a caller's stream for `stream` to wait on; guarded by
@@ -237,8 +290,14 @@ struct Core {
   std::vector<std::shared_ptr<NcclRequest>> completing;
 
   ~Core() {
-    if (!comm_aborted && OwnsP2pComm()) ncclCommDestroy(p2p_comm);
-    if (!comm_aborted && comm != nullptr) ncclCommDestroy(comm);
+    if (!comm_aborted) {
+      for (ncclComm_t c : OwnedComms()) ncclCommDestroy(c);
+    }
+    for (EdgeLink* link : {&to_next, &from_prev}) {
+      if (link->joined != nullptr) cudaEventDestroy(link->joined);
+      if (link->stream != nullptr) cudaStreamDestroy(link->stream);
+    }
+    if (forked != nullptr) cudaEventDestroy(forked);
     if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
     if (ready != nullptr) cudaEventDestroy(ready);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -329,8 +388,7 @@ void Core::Abort(absl::Status why) {
       // Wait briefly for an enqueue in progress; one that stays is blocked
       // on a peer inside NCCL, and only the abort below frees it.
       const bool idle = enqueue_mu.try_lock_for(kAbortGrace);
-      if (OwnsP2pComm()) ncclCommAbort(p2p_comm);
-      if (comm != nullptr) ncclCommAbort(comm);
+      for (ncclComm_t c : OwnedComms()) ncclCommAbort(c);
       comm_aborted = true;
       if (idle) enqueue_mu.unlock();
     }
@@ -444,8 +502,8 @@ void Core::WatchdogLoop() {
     {
       // ncclCommGetAsyncError must not race ncclCommAbort.
       std::lock_guard<std::mutex> lock(abort_mu);
-      for (ncclComm_t c : {comm, OwnsP2pComm() ? p2p_comm : nullptr}) {
-        if (comm_aborted || c == nullptr || failed != nullptr) continue;
+      for (ncclComm_t c : OwnedComms()) {
+        if (comm_aborted || failed != nullptr) continue;
         if (ncclCommGetAsyncError(c, &async) == ncclSuccess &&
             async != ncclSuccess && async != ncclInProgress) {
           failed = c;
@@ -524,6 +582,107 @@ absl::Status MakeP2pComm(Core& core) {
   return absl::OkStatus();
 }
 
+// RELAY_NCCL_RING_EDGES: whether a communicator of `size` ranks gets its
+// ring edges' communicators. Unset: from 3 ranks (on 2 a send already gets
+// 32 channels of the point-to-point communicator). 1: from 2 ranks. 0:
+// never. InvalidArgument for anything else.
+absl::StatusOr<bool> RingEdgesFromEnvironment(int size) {
+  const char* value = std::getenv("RELAY_NCCL_RING_EDGES");
+  if (value == nullptr || *value == '\0') return size >= 3;
+  const absl::string_view v(value);
+  if (v == "0") return false;
+  if (v == "1") return size >= 2;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "RELAY_NCCL_RING_EDGES='", value,
+      "' is neither 0 (no ring-edge communicators) nor 1 (from 2 ranks); "
+      "unset: from 3 ranks"));
+}
+
+// RELAY_NCCL_RING_EDGE_BYTES, else kDefaultRingEdgeBytes; InvalidArgument
+// for anything but a byte count.
+absl::StatusOr<size_t> RingEdgeBytesFromEnvironment() {
+  const char* value = std::getenv("RELAY_NCCL_RING_EDGE_BYTES");
+  if (value == nullptr || *value == '\0') return kDefaultRingEdgeBytes;
+  uint64_t bytes = 0;
+  if (!absl::SimpleAtoi(value, &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELAY_NCCL_RING_EDGE_BYTES='", value,
+        "' is not a byte count (the smallest message a ring edge carries)"));
+  }
+  return static_cast<size_t>(bytes);
+}
+
+// Gives `core` (prepared, with `comm`) its ring edges' communicators where
+// RELAY_NCCL_RING_EDGES asks for them: ncclCommSplit rounds as
+// ring_edges.h plans them, each with the point-to-point communicator's
+// channels, then one byte each way on every edge. NCCL connects a peer's
+// channels in the call that first uses them and waits there for the peer
+// to connect too, so a first ring step of sends would wait around the
+// ring (rank r on rank r+1, busy connecting to r+2); connected here, edge
+// by edge in the rounds' order, both ends reach each edge together.
+// Collective over the ranks of `comm`.
+absl::Status MakeEdgeComms(Core& core) {
+  // Both settings checked whatever the size, so a bad one shows at once.
+  RELAY_ASSIGN_OR_RETURN(const bool wanted, RingEdgesFromEnvironment(core.size));
+  RELAY_ASSIGN_OR_RETURN(core.edge_min_bytes, RingEdgeBytesFromEnvironment());
+  if (!wanted) return absl::OkStatus();
+  RELAY_ASSIGN_OR_RETURN(const int channels, P2pChannelsFromEnvironment());
+  const auto failed = [](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(s.message(),
+                                               " (RELAY_NCCL_RING_EDGES=0 runs "
+                                               "without ring-edge communicators)"));
+  };
+  const int rounds = EdgeSplitRounds(core.size);
+  for (int round = 0; round < rounds; ++round) {
+    const EdgeSplit split = EdgeSplitFor(core.rank, core.size, round);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (channels > 0) {
+      config.minCTAs = channels;
+      config.maxCTAs = channels;
+    }
+    config.commName = "relay ring edge";
+    ncclComm_t comm = nullptr;
+    absl::Status made = NcclStatus(
+        ncclCommSplit(core.comm, split.edge < 0 ? NCCL_SPLIT_NOCOLOR : split.edge,
+                      split.key, &comm, &config),
+        "ncclCommSplit (ring edge)", core.comm);
+    if (!made.ok()) return failed(made);
+    if (split.edge < 0) continue;
+    EdgeLink& link = split.edge == core.rank ? core.to_next : core.from_prev;
+    link.comm = comm;  // Destroyed with the core from here on.
+    link.peer = 1 - split.key;
+    RELAY_RETURN_IF_ERROR(CudaStatus(
+        cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking),
+        "cudaStreamCreateWithFlags"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(
+        cudaEventCreateWithFlags(&link.joined, cudaEventDisableTiming),
+        "cudaEventCreateWithFlags"));
+  }
+  RELAY_RETURN_IF_ERROR(CudaStatus(
+      cudaEventCreateWithFlags(&core.forked, cudaEventDisableTiming),
+      "cudaEventCreateWithFlags"));
+  char* scratch = reinterpret_cast<char*>(core.barrier_scratch);
+  for (int round = 0; round < rounds; ++round) {
+    const EdgeSplit split = EdgeSplitFor(core.rank, core.size, round);
+    if (split.edge < 0) continue;
+    const EdgeLink& link = split.edge == core.rank ? core.to_next : core.from_prev;
+    absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart", link.comm);
+    if (s.ok()) {
+      s = NcclStatus(ncclSend(scratch, 1, ncclUint8, link.peer, link.comm, core.stream),
+                     "ncclSend (connecting a ring edge)", link.comm);
+    }
+    if (s.ok()) {
+      s = NcclStatus(ncclRecv(scratch + 1, 1, ncclUint8, link.peer, link.comm, core.stream),
+                     "ncclRecv (connecting a ring edge)", link.comm);
+    }
+    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", link.comm);
+    if (!s.ok()) return failed(s);
+    if (!end.ok()) return failed(end);
+  }
+  return CudaStatus(cudaStreamSynchronize(core.stream),
+                    "cudaStreamSynchronize (ring edges connected)");
+}
+
 class NcclTransport final : public Transport {
  public:
   explicit NcclTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
@@ -591,6 +750,12 @@ class NcclTransport final : public Transport {
                                  Enqueue&& enqueue);
   absl::Status EnqueueCollective(const CollectiveArgs& args,
                                  cudaStream_t stream);
+  // A batch's sends and receives, on `stream` (PostBatch's Launch).
+  absl::Status EnqueueBatch(absl::Span<const PeerOp> ops, cudaStream_t stream);
+  template <typename Carries>
+  absl::Status EnqueueGroup(absl::Span<const PeerOp> ops, ncclComm_t comm,
+                            const EdgeLink* link, cudaStream_t stream,
+                            Carries&& carries);
 
   std::shared_ptr<Core> core_;
   std::thread watchdog_;
@@ -729,35 +894,93 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                          : "batched send/recv";
   return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
                 NcclRequest::kNoSequence,
-                [&](cudaStream_t stream) -> absl::Status {
-                  Core& c = *core_;
-                  ncclComm_t comm = c.p2p_comm;
-                  RELAY_RETURN_IF_ERROR(
-                      NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
-                  absl::Status s;
-                  for (const PeerOp& op : ops) {
-                    // An empty message is still a message (a barrier's
-                    // token): NCCL would skip a 0-byte send, so it moves one
-                    // byte of the barrier scratch instead.
-                    void* data = op.data.bytes() > 0 ? op.data.data
-                                                     : c.barrier_scratch;
-                    const size_t bytes = std::max<size_t>(op.data.bytes(), 1);
-                    const ncclResult_t r =
-                        op.kind == PeerOp::Kind::kSend
-                            ? ncclSend(data, bytes, ncclUint8, op.peer, comm,
-                                       stream)
-                            : ncclRecv(data, bytes, ncclUint8, op.peer, comm,
-                                       stream);
-                    if (s.ok()) {
-                      s = NcclStatus(r, op.kind == PeerOp::Kind::kSend
-                                            ? "ncclSend" : "ncclRecv", comm);
-                    }
-                  }
-                  // A group is always closed, even after a failed call.
-                  const absl::Status end =
-                      NcclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
-                  return s.ok() ? end : s;
-                });
+                [&](cudaStream_t stream) { return EnqueueBatch(ops, stream); });
+}
+
+// One NCCL group on `comm` and `stream` of the ops `carries` says it
+// carries; an edge's peer is its rank in the edge's communicator.
+template <typename Carries>
+absl::Status NcclTransport::EnqueueGroup(absl::Span<const PeerOp> ops,
+                                         ncclComm_t comm, const EdgeLink* link,
+                                         cudaStream_t stream,
+                                         Carries&& carries) {
+  Core& c = *core_;
+  RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
+  absl::Status s;
+  for (const PeerOp& op : ops) {
+    if (!carries(op)) continue;
+    // An empty message is still a message (a barrier's token): NCCL would
+    // skip a 0-byte send, so it moves one byte of the barrier scratch
+    // instead.
+    void* data = op.data.bytes() > 0 ? op.data.data : c.barrier_scratch;
+    const size_t bytes = std::max<size_t>(op.data.bytes(), 1);
+    const int peer = link != nullptr ? link->peer : op.peer;
+    const ncclResult_t r =
+        op.kind == PeerOp::Kind::kSend
+            ? ncclSend(data, bytes, ncclUint8, peer, comm, stream)
+            : ncclRecv(data, bytes, ncclUint8, peer, comm, stream);
+    if (s.ok()) {
+      s = NcclStatus(r, op.kind == PeerOp::Kind::kSend ? "ncclSend" : "ncclRecv",
+                     comm);
+    }
+  }
+  // A group is always closed, even after a failed call.
+  const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
+  return s.ok() ? end : s;
+}
+
+absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
+                                         cudaStream_t stream) {
+  Core& c = *core_;
+  // Which communicators the batch uses: the point-to-point one, and each
+  // ring edge's.
+  bool uses_p2p = false;
+  EdgeLink* const links[] = {&c.to_next, &c.from_prev};
+  bool uses_link[] = {false, false};
+  for (const PeerOp& op : ops) {
+    const EdgeLink* link = c.LinkFor(op);
+    if (link == nullptr) uses_p2p = true;
+    for (int i = 0; i < 2; ++i) uses_link[i] |= link == links[i];
+  }
+  const int used = uses_p2p + uses_link[0] + uses_link[1];
+  const auto on_p2p = [&](const PeerOp& op) { return c.LinkFor(op) == nullptr; };
+  if (used == 1) {  // On `stream` itself: no fork, no join.
+    for (int i = 0; i < 2; ++i) {
+      if (!uses_link[i]) continue;
+      return EnqueueGroup(ops, links[i]->comm, links[i], stream,
+                          [](const PeerOp&) { return true; });
+    }
+    return EnqueueGroup(ops, c.p2p_comm, nullptr, stream, on_p2p);
+  }
+  // Several communicators: each edge's part on its link's stream, so the
+  // parts run at once. They must: a ring step's send finishes only once the
+  // next rank's receive runs, and one stream would queue each rank's
+  // receive behind its own send, all around the ring. Both kernels fit on
+  // the GPU beside each other (64 blocks each). The join puts `stream`, and
+  // so the batch's completion event, after all of it.
+  RELAY_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(c.forked, stream),
+                                   "cudaEventRecord (fork)"));
+  for (int i = 0; i < 2; ++i) {
+    if (!uses_link[i]) continue;
+    EdgeLink* link = links[i];
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(link->stream, c.forked, 0),
+                                     "cudaStreamWaitEvent (fork)"));
+    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, link->comm, link, link->stream,
+                                       [&](const PeerOp& op) {
+                                         return c.LinkFor(op) == link;
+                                       }));
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(link->joined, link->stream),
+                                     "cudaEventRecord (join)"));
+  }
+  if (uses_p2p) {
+    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, c.p2p_comm, nullptr, stream, on_p2p));
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (!uses_link[i]) continue;
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(stream, links[i]->joined, 0),
+                                     "cudaStreamWaitEvent (join)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
@@ -919,6 +1142,7 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Split(int color,
       NcclStatus(ncclCommCount(comm, &child->size), "ncclCommCount"));
   RELAY_RETURN_IF_ERROR(MakeP2pComm(*child));
   RELAY_RETURN_IF_ERROR(PrepareCore(*child));
+  RELAY_RETURN_IF_ERROR(MakeEdgeComms(*child));
   return std::unique_ptr<Transport>(new NcclTransport(std::move(child)));
 }
 
@@ -970,6 +1194,7 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
       ncclCommInitRank(&core->comm, config.size, id, config.rank),
       "ncclCommInitRank"));
   RELAY_RETURN_IF_ERROR(MakeP2pComm(*core));
+  RELAY_RETURN_IF_ERROR(MakeEdgeComms(*core));
   return std::unique_ptr<Transport>(new NcclTransport(std::move(core)));
 }
 

@@ -10,8 +10,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +49,29 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
       << comm.status();
 }
 
+// Sets an environment variable for a scope (the transport reads its
+// RELAY_NCCL_* variables when it connects), restoring it afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    had_ = std::getenv(name) != nullptr;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
 // The conformance matrix on `n` GPUs driven by one thread each: NCCL's
 // native collectives and relay's own algorithms on device buffers.
 void RunConformance(int n) {
@@ -69,6 +95,16 @@ TEST(NcclConformanceTest, TwoGpus) {
 
 TEST(NcclConformanceTest, AllGpus) {
   if (Gpus() < 3) GTEST_SKIP() << "needs 3 or more GPUs, " << Gpus() << " visible";
+  RunConformance(Gpus());
+}
+
+// Every message between ring neighbours on their edge's communicator,
+// from 2 GPUs: relay's algorithms mix them with point-to-point on the
+// shared communicator (from 4 GPUs) in one batch.
+TEST(NcclConformanceTest, AllGpusOverRingEdges) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
+  ScopedEnv any_size("RELAY_NCCL_RING_EDGE_BYTES", "0");
   RunConformance(Gpus());
 }
 
@@ -426,6 +462,87 @@ TEST(NcclTransportTest, BatchedRingExchange) {
       },
       {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// Every rank sends a different block to every other rank in one batch, so
+// a batch uses the point-to-point communicator (from 4 ranks: the rank
+// across the ring) and both ring edges' at once, forked onto their streams
+// and joined. With RELAY_NCCL_RING_EDGES=1 (2 ranks get edges too: the two
+// between the pair, one per direction) and as connected by default.
+void ExchangeWithEveryRank(int n) {
+  constexpr size_t kBlock = 1 << 20;  // 4 MB of int32 per peer.
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        std::vector<int32_t> mine(kBlock * n), got(kBlock * n, -1);
+        for (int q = 0; q < n; ++q) {
+          for (size_t i = 0; i < kBlock; ++i) {
+            mine[q * kBlock + i] = rank * 1000003 + q * 7919 + int32_t(i);
+          }
+        }
+        absl::StatusOr<DeviceBytes> a = DeviceBytes::Allocate(mine.size() * 4);
+        absl::StatusOr<DeviceBytes> b = DeviceBytes::Allocate(got.size() * 4);
+        if (!a.ok() || !b.ok()) return absl::InternalError("cudaMalloc");
+        if (absl::Status c = a->CopyFrom(mine.data(), mine.size() * 4); !c.ok()) return c;
+        if (absl::Status c = b->CopyFrom(got.data(), got.size() * 4); !c.ok()) return c;
+        const Device dev = Device::Cuda(rank);
+        auto* sent = reinterpret_cast<int32_t*>(a->data());
+        auto* received = reinterpret_cast<int32_t*>(b->data());
+        std::vector<P2POp> ops;
+        for (int q = 0; q < n; ++q) {
+          if (q == rank) continue;
+          ops.push_back(P2POp::Send(ConstBuffer::Of(sent + q * kBlock, kBlock, dev), q));
+          ops.push_back(P2POp::Recv(Buffer::Of(received + q * kBlock, kBlock, dev), q));
+        }
+        // Twice, so the second batch follows a forked one on every stream.
+        for (int round = 0; round < 2; ++round) {
+          absl::StatusOr<Request> r = comm.BatchSendRecv(ops);
+          if (!r.ok()) return r.status();
+          if (absl::Status w = r->Wait(absl::Seconds(60)); !w.ok()) return w;
+        }
+        if (absl::Status c = b->CopyTo(got.data(), got.size() * 4); !c.ok()) return c;
+        for (int q = 0; q < n; ++q) {
+          for (size_t i = 0; i < kBlock; ++i) {
+            const int32_t want = q == rank ? -1 : q * 1000003 + rank * 7919 + int32_t(i);
+            if (got[q * kBlock + i] != want) {
+              return absl::InternalError(absl::StrCat(
+                  "rank ", rank, ": element ", i, " from ", q, " is ",
+                  got[q * kBlock + i], ", want ", want));
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(NcclTransportTest, OneBatchToEveryRankOverRingEdges) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  {
+    ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
+    ScopedEnv any_size("RELAY_NCCL_RING_EDGE_BYTES", "0");
+    ExchangeWithEveryRank(Gpus());
+  }
+  // By default: 4 MB messages stay on the point-to-point communicator.
+  ExchangeWithEveryRank(Gpus());
+}
+
+TEST(NcclTransportTest, BadRingEdgeSettingsAreInvalidArgument) {
+  if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
+  const std::pair<const char*, const char*> settings[] = {
+      {"RELAY_NCCL_RING_EDGES", "yes"}, {"RELAY_NCCL_RING_EDGE_BYTES", "-1"}};
+  for (const auto& [name, value] : settings) {
+    ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
+    ScopedEnv bad(name, value);
+    auto store = std::make_shared<InMemoryStore>();
+    absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateCommunicator(
+        {.rank = 0, .size = 1, .store = store, .transport = "nccl"});
+    ASSERT_FALSE(comm.ok()) << name;
+    EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument) << comm.status();
+    EXPECT_NE(comm.status().message().find(name), std::string::npos) << comm.status();
+  }
 }
 
 // Communicator::Split over NCCL: colors and keys through the store, the
