@@ -23,9 +23,19 @@
 //              busbw (= a ring step's rate where the ring runs at native
 //              speed)
 // Columns: M, then GB/s per variant (M / time per step; native: busbw).
+//
+// A second table runs the steps as relay's stream executor queues a ring
+// (collectives/stream_executor.h), to tell the ring's own costs from the
+// communicators': 2 lanes, each on its own stream; per step and lane, an
+// event from the lane's stream orders the exchange on a transport stream
+// (p2p64 on it; pairs forked from it onto their two streams and joined
+// back), an event from there orders the lane after it, and then the lane
+// reduces what came in into what it sends next (relay's device reduction,
+// float32 sum, 16 blocks: RELAY_STREAM_REDUCE_BLOCKS' default), or not
+// (variants "-chain": the events alone). GB/s = M / (time / (steps x 2)).
 // Even GPU counts only (the edges of an even ring take two colours).
 // Usage (GPU host): neighbour_exchange [ITERS] [MIN_MB] [MAX_MB]
-//   (default 20, 8, 256)
+//   [REDUCE_BLOCKS] (default 20, 8, 256, 16)
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -36,6 +46,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "collectives/device_reduce.h"
 
 namespace {
 
@@ -72,6 +84,12 @@ class Barrier {
 enum Variant { kWorld, kP2p64, kPairs, kNative, kVariants };
 const char* const kNames[kVariants] = {"world", "p2p64", "pairs", "native"};
 
+// The ring-like table's variants.
+enum RingVariant { kP2p64Chain, kPairsChain, kP2p64Ring, kPairsRing, kRingVariants };
+const char* const kRingNames[kRingVariants] = {"p2p64-chain", "pairs-chain", "p2p64-ring",
+                                               "pairs-ring"};
+constexpr int kLanes = 2;
+
 ncclConfig_t Channels64(const char* name) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.minCTAs = 64;
@@ -86,7 +104,8 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 20;
   const size_t min_mb = argc > 2 ? std::atol(argv[2]) : 8;
   const size_t max_mb = argc > 3 ? std::atol(argv[3]) : 256;
-  CHECK(iters > 0 && min_mb > 0 && max_mb >= min_mb);
+  const int reduce_blocks = argc > 4 ? std::atoi(argv[4]) : 16;
+  CHECK(iters > 0 && min_mb > 0 && max_mb >= min_mb && reduce_blocks >= 0);
   int gpus = 0;
   CHECK(cudaGetDeviceCount(&gpus) == cudaSuccess);
   if (gpus < 2 || gpus % 2 != 0) {
@@ -104,6 +123,8 @@ int main(int argc, char** argv) {
   for (size_t mb = min_mb; mb <= max_mb; mb *= 2) sizes.push_back(mb << 20);
   // rate[variant][size], measured on GPU 0's thread.
   std::vector<std::vector<double>> rate(kVariants, std::vector<double>(sizes.size()));
+  std::vector<std::vector<double>> ring_rate(kRingVariants,
+                                             std::vector<double>(sizes.size()));
   std::vector<std::thread> threads;
   for (int r = 0; r < gpus; ++r) {
     threads.emplace_back([&, r] {
@@ -184,6 +205,70 @@ int main(int argc, char** argv) {
             break;
         }
       };
+      // The ring-like table: a transport stream, lane streams, and the
+      // events that order them (re-recorded freely: a wait captures the
+      // record it was given).
+      cudaStream_t transport, lane[kLanes];
+      CHECK(cudaStreamCreateWithFlags(&transport, cudaStreamNonBlocking) == cudaSuccess);
+      cudaEvent_t forked, ready[kLanes], done[kLanes];
+      CHECK(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming) == cudaSuccess);
+      for (int l = 0; l < kLanes; ++l) {
+        CHECK(cudaStreamCreateWithFlags(&lane[l], cudaStreamNonBlocking) == cudaSuccess);
+        CHECK(cudaEventCreateWithFlags(&ready[l], cudaEventDisableTiming) == cudaSuccess);
+        CHECK(cudaEventCreateWithFlags(&done[l], cudaEventDisableTiming) == cudaSuccess);
+      }
+      // One step of lane l with messages of m bytes at lane offset l x m.
+      auto ring_step = [&](RingVariant v, int l, size_t m) {
+        char* send = sendbuf + l * m;
+        char* recv = recvbuf + l * m;
+        CHECK(cudaEventRecord(ready[l], lane[l]) == cudaSuccess);
+        CHECK(cudaStreamWaitEvent(transport, ready[l], 0) == cudaSuccess);
+        if (v == kP2p64Chain || v == kP2p64Ring) {
+          CHECK(ncclGroupStart() == ncclSuccess);
+          CHECK(ncclSend(send, m, ncclChar, next, p2p64, transport) == ncclSuccess);
+          CHECK(ncclRecv(recv, m, ncclChar, prev, p2p64, transport) == ncclSuccess);
+          CHECK(ncclGroupEnd() == ncclSuccess);
+        } else {
+          CHECK(cudaEventRecord(forked, transport) == cudaSuccess);
+          CHECK(cudaStreamWaitEvent(s1, forked, 0) == cudaSuccess);
+          CHECK(ncclSend(send, m, ncclChar, 1 - key_in[send_c], pair[send_c], s1) ==
+                ncclSuccess);
+          CHECK(cudaEventRecord(e1, s1) == cudaSuccess);
+          CHECK(cudaStreamWaitEvent(s2, forked, 0) == cudaSuccess);
+          CHECK(ncclRecv(recv, m, ncclChar, 1 - key_in[recv_c], pair[recv_c], s2) ==
+                ncclSuccess);
+          CHECK(cudaEventRecord(e2, s2) == cudaSuccess);
+          CHECK(cudaStreamWaitEvent(transport, e1, 0) == cudaSuccess);
+          CHECK(cudaStreamWaitEvent(transport, e2, 0) == cudaSuccess);
+        }
+        CHECK(cudaEventRecord(done[l], transport) == cudaSuccess);
+        CHECK(cudaStreamWaitEvent(lane[l], done[l], 0) == cudaSuccess);
+        if (v == kP2p64Ring || v == kPairsRing) {
+          CHECK(relay::DeviceReduce(relay::DataType::kFloat32, relay::ReduceOp::kSum, send,
+                                    recv, send, m / 4, lane[l], reduce_blocks)
+                    .ok());
+        }
+      };
+      for (size_t si = 0; si < sizes.size(); ++si) {
+        const size_t m = sizes[si];
+        for (int v = 0; v < kRingVariants; ++v) {
+          const auto rv = static_cast<RingVariant>(v);
+          if (r == 0) std::fprintf(stderr, "%s %zu MB\n", kRingNames[v], m >> 20);
+          for (int l = 0; l < kLanes; ++l) ring_step(rv, l, m);
+          CHECK(cudaDeviceSynchronize() == cudaSuccess);
+          barrier.Arrive();
+          const auto start = std::chrono::steady_clock::now();
+          for (int i = 0; i < iters; ++i) {
+            for (int l = 0; l < kLanes; ++l) ring_step(rv, l, m);
+          }
+          CHECK(cudaDeviceSynchronize() == cudaSuccess);
+          const double sec =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+              (iters * kLanes);
+          barrier.Arrive();
+          if (r == 0) ring_rate[v][si] = static_cast<double>(m) / sec / 1e9;
+        }
+      }
       for (size_t si = 0; si < sizes.size(); ++si) {
         const size_t m = sizes[si];
         for (int v = 0; v < kVariants; ++v) {
@@ -230,6 +315,19 @@ int main(int argc, char** argv) {
   for (size_t si = 0; si < sizes.size(); ++si) {
     std::printf("%10zu", sizes[si] >> 20);
     for (int v = 0; v < kVariants; ++v) std::printf(" %9.1f", rate[v][si]);
+    std::printf("\n");
+  }
+  std::printf("\n# ring-like: %d lanes; per step and lane an exchange ordered "
+              "after the lane's stream and the lane after it (events), then "
+              "(-ring) a float32 sum of M into what is sent next, %d blocks "
+              "(0: a full grid); GB/s = M / time per step and lane\n",
+              kLanes, reduce_blocks);
+  std::printf("%10s", "M (MB)");
+  for (int v = 0; v < kRingVariants; ++v) std::printf(" %12s", kRingNames[v]);
+  std::printf("\n");
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    std::printf("%10zu", sizes[si] >> 20);
+    for (int v = 0; v < kRingVariants; ++v) std::printf(" %12.1f", ring_rate[v][si]);
     std::printf("\n");
   }
   return 0;
