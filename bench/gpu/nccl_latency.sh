@@ -27,6 +27,10 @@
 #                           relay and relay-own-stream with the collectives
 #                           binary at $BASELINE (another build: an A/B of a
 #                           change in one run)
+#   PROCESSES=1  one process per GPU under relayrun (raw NCCL too, with
+#                nccl_collectives --id-file) instead of one process with a
+#                thread per GPU: no two ranks' threads meet in one process's
+#                CUDA driver
 #   The diag-* variant runs collectives_diag, whose NCCL transport takes the
 #   RELAY_NCCL_DIAG_* switch (transports/nccl/nccl_transport.cc): it takes
 #   a part of the per-call path out to show what it costs.
@@ -44,8 +48,16 @@ gpus=$(gpu_count)
 sweep=(-b 8 -e "${MAX_SIZE:-64K}" -f "${FACTOR:-2}" -n "${ITERS:-1000}" -w "${WARMUP:-100}" -c 0)
 {
   gpu_header "$gpus"
-  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; variants $variants"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; variants $variants; processes ${PROCESSES:-0}"
 } | tee "$out/environment.txt"
+# PROCESSES=1: each binary runs as one rank per GPU under relayrun, rank
+# 0's output (the table) kept; --no-prefix so the table parses as is.
+launch=()
+ranks=(--ranks "$gpus")
+if [ "${PROCESSES:-0}" = 1 ]; then
+  launch=(python3 "$here/relayrun" -n "$gpus" --timeout 300 --no-prefix --)
+  ranks=()
+fi
 
 run_variant() {  # variant collective round
   local v="$1" c="$2" k="$3" bin="$here/collectives" stream=own order=after
@@ -61,7 +73,7 @@ run_variant() {  # variant collective round
       bin="$here/collectives_diag"; order=on; env=(RELAY_NCCL_DIAG_NOPTR=1) ;;
     *) echo "nccl_latency.sh: unknown variant $v" >&2; exit 2 ;;
   esac
-  env "${env[@]}" "$bin" "${sweep[@]}" --transport nccl --ranks "$gpus" \
+  env "${env[@]}" "${launch[@]}" "$bin" "${sweep[@]}" --transport nccl "${ranks[@]}" \
     --cuda-stream "$stream" --stream-order "$order" --collective "$c" \
     --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
 }
@@ -69,8 +81,13 @@ run_variant() {  # variant collective round
 for k in $(seq 1 "$rounds"); do
   for c in $collectives; do
     echo "== $(date -u +%T) round $k $c: raw" >&2
-    "$here/nccl_collectives" "${sweep[@]}" -t 1 --collective "$c" \
-      --json "$out/raw_${c}_$k.json" >"$out/raw_${c}_$k.txt"
+    if [ "${PROCESSES:-0}" = 1 ]; then
+      "${launch[@]}" "$here/nccl_collectives" "${sweep[@]}" --collective "$c" \
+        --id-file "$out/nccl_id_${c}_$k" --json "$out/raw_${c}_$k.json" >"$out/raw_${c}_$k.txt"
+    else
+      "$here/nccl_collectives" "${sweep[@]}" -t 1 --collective "$c" \
+        --json "$out/raw_${c}_$k.json" >"$out/raw_${c}_$k.txt"
+    fi
     for v in $variants; do
       echo "== $(date -u +%T) round $k $c: $v" >&2
       run_variant "$v" "$c" "$k"

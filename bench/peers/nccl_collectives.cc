@@ -7,6 +7,13 @@
 // from one thread, each call a ncclGroupStart/End over the GPUs, like
 // nccl-tests' -g mode.
 //
+// With --id-file, it is one rank of a job of processes instead, one GPU
+// each (launched by tools/relayrun, whose RELAY_RANK, RELAY_WORLD_SIZE and
+// RELAY_LOCAL_RANK it reads): rank 0 writes NCCL's unique id to the file,
+// the others read it; each rank times its own calls between NCCL barriers,
+// and rank 0 prints the mean over ranks, as relay's bench/collectives does
+// under relayrun. Unchecked (-c 0) in this form.
+//
 // Per size: WARMUP iterations, then ITERS timed ones on the host clock
 // between stream synchronisations (time per op = elapsed / ITERS);
 // out-of-place, then in-place. With -c 1 every row runs once more on
@@ -59,6 +66,10 @@ constexpr char kUsage[] = R"(usage: nccl_collectives [flags]
                               in-place form, so both columns time it
   --dtype float32|bfloat16|float16|float64|int32   (default float32)
   --json FILE                 also write the rows as JSON
+  --id-file PATH              one rank of a job of processes (relayrun):
+                              the file that carries NCCL's unique id from
+                              rank 0 to the others (not there yet; removed
+                              by rank 0 at the end); needs -c 0
   --event-per-call 0|1        1: record a CUDA event after every call, as a
                               runtime that tracks each call's completion
                               does (relay's nccl transport): what that
@@ -104,6 +115,7 @@ struct Flags {
   std::string dtype_name = "float";
   size_t esize = 4;
   std::string json;
+  std::string id_file;
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -144,6 +156,8 @@ Flags ParseFlags(int argc, char** argv) {
       }
     } else if (flag == "--json") {
       f.json = p.value();
+    } else if (flag == "--id-file") {
+      f.id_file = p.value();
     } else if (flag == "--event-per-call") {
       f.event_per_call = p.Int(0) != 0;
     } else {
@@ -154,6 +168,7 @@ Flags ParseFlags(int argc, char** argv) {
       !s.ok()) {
     p.Fail(std::string(s.message()));
   }
+  if (!f.id_file.empty() && f.check) p.Fail("--id-file needs -c 0");
   return f;
 }
 
@@ -275,6 +290,85 @@ double TimeThreaded(const std::string& c, std::vector<Gpu>& gpus, size_t count,
   return total / n;
 }
 
+// This process's place in a job of processes (--id-file).
+struct ProcessRank {
+  int rank = 0, size = 1, local_rank = 0;
+};
+
+int EnvInt(const char* name) {
+  const char* v = std::getenv(name);
+  int x = -1;
+  if (v == nullptr || !absl::SimpleAtoi(v, &x) || x < 0) {
+    BadFlag(absl::StrCat("--id-file: ", name, " is not set to a rank (run under tools/relayrun)"));
+  }
+  return x;
+}
+
+// Rank 0 makes the unique id and publishes it (written aside, then renamed,
+// so a reader never sees half of it); the others wait up to a minute.
+ncclUniqueId ShareUniqueId(const ProcessRank& p, const std::string& path) {
+  ncclUniqueId id;
+  if (p.rank == 0) {
+    CHECK_NCCL(ncclGetUniqueId(&id));
+    const std::string tmp = path + ".tmp";
+    FILE* out = std::fopen(tmp.c_str(), "wb");
+    if (out == nullptr || std::fwrite(&id, sizeof(id), 1, out) != 1 ||
+        std::fclose(out) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      std::fprintf(stderr, "nccl_collectives: cannot write %s\n", path.c_str());
+      std::exit(1);
+    }
+    return id;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (true) {
+    if (FILE* in = std::fopen(path.c_str(), "rb")) {
+      const bool read = std::fread(&id, sizeof(id), 1, in) == 1;
+      std::fclose(in);
+      if (read) return id;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "nccl_collectives: rank %d: no unique id in %s after 1 min\n",
+                   p.rank, path.c_str());
+      std::exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// The sum of `value` over the job's ranks, through NCCL (also a barrier).
+double SumOverRanks(Gpu& g, double value) {
+  double* d = nullptr;
+  CHECK_CUDA(cudaMalloc(&d, sizeof(double)));
+  CHECK_CUDA(cudaMemcpy(d, &value, sizeof(double), cudaMemcpyHostToDevice));
+  CHECK_NCCL(ncclAllReduce(d, d, 1, ncclFloat64, ncclSum, g.comm, g.stream));
+  CHECK_CUDA(cudaStreamSynchronize(g.stream));
+  CHECK_CUDA(cudaMemcpy(&value, d, sizeof(double), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(d));
+  return value;
+}
+
+// --id-file: this rank warms up, meets the others (an NCCL barrier), times
+// ITERS calls on its stream; the row's time is the mean over ranks.
+double TimeProcess(const std::string& c, Gpu& g, int rank, size_t count,
+                   bool in_place, const Flags& f, double* issue_us) {
+  for (int i = 0; i < f.warmup; ++i) IssueOne(c, g, rank, count, in_place, f);
+  CHECK_CUDA(cudaStreamSynchronize(g.stream));
+  SumOverRanks(g, 0);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < f.iters; ++i) IssueOne(c, g, rank, count, in_place, f);
+  const double issue = std::chrono::duration<double, std::micro>(
+                           std::chrono::steady_clock::now() - start)
+                           .count() /
+                       f.iters;
+  CHECK_CUDA(cudaStreamSynchronize(g.stream));
+  const double us = std::chrono::duration<double, std::micro>(
+                        std::chrono::steady_clock::now() - start)
+                        .count() /
+                    f.iters;
+  *issue_us = SumOverRanks(g, issue) / g.nranks;
+  return SumOverRanks(g, us) / g.nranks;
+}
+
 void SyncAll(std::vector<Gpu>& gpus) {
   for (Gpu& g : gpus) {
     CHECK_CUDA(cudaSetDevice(g.device));
@@ -364,16 +458,33 @@ int Main(int argc, char** argv) {
   if (n > visible) BadFlag(absl::StrCat("-g ", n, " but ", visible, " GPUs are visible"));
   int version = 0;
   CHECK_NCCL(ncclGetVersion(&version));
-  std::vector<Gpu> gpus(n);
-  std::vector<int> devices(n);
-  for (int r = 0; r < n; ++r) devices[r] = gpus[r].device = r;
-  std::vector<ncclComm_t> comms(n);
-  CHECK_NCCL(ncclCommInitAll(comms.data(), n, devices.data()));
+  // One process for every GPU, or (--id-file) one GPU of a job of processes.
+  const bool processes = !f.id_file.empty();
+  ProcessRank proc;
+  if (processes) {
+    proc.rank = EnvInt("RELAY_RANK");
+    proc.size = EnvInt("RELAY_WORLD_SIZE");
+    proc.local_rank = EnvInt("RELAY_LOCAL_RANK");
+  }
+  const int nranks = processes ? proc.size : n;
+  std::vector<Gpu> gpus(processes ? 1 : n);
+  std::vector<ncclComm_t> comms(gpus.size());
+  if (processes) {
+    gpus[0].device = proc.local_rank % visible;
+    CHECK_CUDA(cudaSetDevice(gpus[0].device));
+    const ncclUniqueId id = ShareUniqueId(proc, f.id_file);
+    CHECK_NCCL(ncclCommInitRank(&comms[0], proc.size, id, proc.rank));
+  } else {
+    std::vector<int> devices(n);
+    for (int r = 0; r < n; ++r) devices[r] = gpus[r].device = r;
+    CHECK_NCCL(ncclCommInitAll(comms.data(), n, devices.data()));
+  }
+  const bool printer = !processes || proc.rank == 0;
   const size_t max_elems = f.max_bytes / f.esize + 1;
-  for (int r = 0; r < n; ++r) {
+  for (size_t r = 0; r < gpus.size(); ++r) {
     Gpu& g = gpus[r];
     g.comm = comms[r];
-    g.nranks = n;
+    g.nranks = nranks;
     CHECK_CUDA(cudaSetDevice(g.device));
     CHECK_CUDA(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
     if (f.event_per_call) {
@@ -393,30 +504,33 @@ int Main(int argc, char** argv) {
   for (const std::string& c : f.collectives) {
     bench::Reporter::Options opts;
     opts.collective = c;
-    opts.nranks = n;
+    opts.nranks = nranks;
     opts.peer = "nccl";
     opts.comments = {absl::StrCat("raw NCCL ", version / 10000, ".",
                                   (version / 100) % 100, ".", version % 100,
-                                  " ", c, ": ", n, " GPUs, one process, ",
-                                  f.threads ? "one thread per GPU"
-                                            : "group calls"),
+                                  " ", c, ": ", nranks, " GPUs, ",
+                                  processes    ? "one process per GPU"
+                                  : f.threads ? "one process, one thread per GPU"
+                                              : "one process, group calls"),
                      absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes,
                                   " -f ", f.factor, " -n ", f.iters, " -w ",
                                   f.warmup, " -c ", f.check ? 1 : 0)};
     bench::Reporter reporter(opts);
-    reporter.PrintHeader(stdout);
+    if (printer) reporter.PrintHeader(stdout);
     for (size_t bytes : bench::SizeSweep(f.min_bytes, f.max_bytes, f.factor)) {
-      const size_t count = bytes / f.esize / (WholeArray(c) ? n : 1);
+      const size_t count = bytes / f.esize / (WholeArray(c) ? nranks : 1);
       if (count == 0) continue;
       bench::Row row;
-      row.count = count * (WholeArray(c) ? n : 1);
+      row.count = count * (WholeArray(c) ? nranks : 1);
       row.bytes = row.count * f.esize;
       row.type = f.dtype_name;
       row.redop = (c == "all_reduce" || c == "reduce" || c == "reduce_scatter") ? "sum" : "none";
       row.root = (c == "broadcast" || c == "reduce") ? 0 : -1;
       for (bool in_place : {false, true}) {
         double us = 0, issue_us = 0;
-        if (f.threads) {
+        if (processes) {
+          us = TimeProcess(c, gpus[0], proc.rank, count, in_place, f, &issue_us);
+        } else if (f.threads) {
           us = TimeThreaded(c, gpus, count, in_place, f, &issue_us);
         } else {
           for (int i = 0; i < f.warmup; ++i) Issue(c, gpus, count, in_place, f);
@@ -442,13 +556,19 @@ int Main(int argc, char** argv) {
         (in_place ? row.ip_issue_us : row.oop_issue_us) = issue_us;
         (in_place ? row.ip_wrong : row.oop_wrong) = wrong;
       }
-      reporter.PrintRow(stdout, row);
-      std::fflush(stdout);
+      if (printer) {
+        reporter.PrintRow(stdout, row);
+        std::fflush(stdout);
+      }
     }
-    reporter.PrintFooter(stdout);
+    if (printer) reporter.PrintFooter(stdout);
     docs.push_back(reporter.ToJson());
   }
-  if (!f.json.empty()) {
+  if (processes) {
+    SumOverRanks(gpus[0], 0);  // Every rank has read the id by now.
+    if (proc.rank == 0) std::remove(f.id_file.c_str());
+  }
+  if (printer && !f.json.empty()) {
     FILE* out = std::fopen(f.json.c_str(), "w");
     if (out == nullptr) {
       std::fprintf(stderr, "nccl_collectives: cannot write %s\n", f.json.c_str());
