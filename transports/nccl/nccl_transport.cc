@@ -995,10 +995,14 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
   }
   const size_t esize = DataTypeSize(dtype);
   const int n = c.size;
+  // all_to_all, gather and scatter are grouped sends and receives: on the
+  // point-to-point communicator, whose sends get twice the channels
+  // (RELAY_NCCL_P2P_CHANNELS; the collectives' communicator where it is 0).
+  ncclComm_t p2p = c.p2p_comm;
   auto grouped = [&](auto&& body) -> absl::Status {
-    RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", c.comm));
+    RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", p2p));
     absl::Status s = body();
-    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", c.comm);
+    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", p2p);
     return s.ok() ? end : s;
   };
   // Keeps the first failure of a sequence of calls inside a group.
@@ -1037,12 +1041,12 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
         for (int j = 0; j < n; ++j) {
           first(&s, NcclStatus(ncclSend(static_cast<const char*>(args.send.data) +
                                             j * block * esize,
-                                        block, type, j, c.comm, stream),
-                               "ncclSend", c.comm));
+                                        block, type, j, p2p, stream),
+                               "ncclSend", p2p));
           first(&s, NcclStatus(ncclRecv(static_cast<char*>(args.recv.data) +
                                             j * block * esize,
-                                        block, type, j, c.comm, stream),
-                               "ncclRecv", c.comm));
+                                        block, type, j, p2p, stream),
+                               "ncclRecv", p2p));
         }
         return s;
       });
@@ -1053,14 +1057,14 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
         absl::Status s;
         if (c.rank != args.root) {
           return NcclStatus(ncclSend(args.send.data, block, type, args.root,
-                                     c.comm, stream),
-                            "ncclSend", c.comm);
+                                     p2p, stream),
+                            "ncclSend", p2p);
         }
         for (int j = 0; j < n; ++j) {
           char* slot = static_cast<char*>(args.recv.data) + j * block * esize;
           if (j != c.rank) {
-            first(&s, NcclStatus(ncclRecv(slot, block, type, j, c.comm, stream),
-                                 "ncclRecv", c.comm));
+            first(&s, NcclStatus(ncclRecv(slot, block, type, j, p2p, stream),
+                                 "ncclRecv", p2p));
           } else if (slot != args.send.data && block > 0) {
             first(&s, CudaStatus(cudaMemcpyAsync(slot, args.send.data,
                                                  block * esize,
@@ -1078,15 +1082,15 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
         absl::Status s;
         if (c.rank != args.root) {
           return NcclStatus(ncclRecv(args.recv.data, block, type, args.root,
-                                     c.comm, stream),
-                            "ncclRecv", c.comm);
+                                     p2p, stream),
+                            "ncclRecv", p2p);
         }
         for (int j = 0; j < n; ++j) {
           const char* slot =
               static_cast<const char*>(args.send.data) + j * block * esize;
           if (j != c.rank) {
-            first(&s, NcclStatus(ncclSend(slot, block, type, j, c.comm, stream),
-                                 "ncclSend", c.comm));
+            first(&s, NcclStatus(ncclSend(slot, block, type, j, p2p, stream),
+                                 "ncclSend", p2p));
           } else if (slot != args.recv.data && block > 0) {
             first(&s, CudaStatus(cudaMemcpyAsync(args.recv.data, slot,
                                                  block * esize,
