@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # File: bench/gpu/p2p_comm_collectives.sh
 #
-# The NCCL transport's native all_to_all and gather (grouped ncclSend/
-# ncclRecv) on its point-to-point communicator (RELAY_NCCL_P2P_CHANNELS=64,
-# the default) against the collectives' communicator (=0: where they ran
-# before), alternating ROUNDS times in one run, on every visible GPU (or
-# those CUDA_VISIBLE_DEVICES names). From the folder bench/gpu/build.sh
+# The NCCL transport's native all_to_all (grouped ncclSend/ncclRecv) on its
+# point-to-point communicator (RELAY_NCCL_P2P_CHANNELS=64, the default)
+# against the collectives' communicator (=0: where it ran before),
+# alternating ROUNDS times in one run, on every visible GPU (or those
+# CUDA_VISIBLE_DEVICES names). COLLECTIVES="all_to_all gather" measured
+# gather the same way, when it also took the point-to-point communicator
+# (it does not now, so both settings run the same code for it). From the folder bench/gpu/build.sh
 # filled; prints algbw per size and setting, rounds side by side.
 #
 # Usage: p2p_comm_collectives.sh OUT_DIR [ROUNDS]    (default 3)
-# Environment: MIN_SIZE, MAX_SIZE (default 1M, 256M; x4 steps)
+# Environment: MIN_SIZE, MAX_SIZE (default 1M, 256M; x4 steps), COLLECTIVES
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:?usage: p2p_comm_collectives.sh OUT_DIR [ROUNDS]}"
@@ -19,7 +21,7 @@ mkdir -p "$out"
 source "$here/gpu_env.sh"
 gpus=$(gpu_count)
 gpu_header "$gpus" | tee "$out/environment.txt"
-for c in all_to_all gather; do
+for c in ${COLLECTIVES:-all_to_all}; do
   for k in $(seq 1 "$rounds"); do
     for p in 64 0; do
       RELAY_NCCL_P2P_CHANNELS=$p "$here/collectives" --transport nccl --ranks "$gpus" \

@@ -995,14 +995,17 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
   }
   const size_t esize = DataTypeSize(dtype);
   const int n = c.size;
-  // all_to_all, gather and scatter are grouped sends and receives: on the
-  // point-to-point communicator, whose sends get twice the channels
-  // (RELAY_NCCL_P2P_CHANNELS; the collectives' communicator where it is 0).
-  ncclComm_t p2p = c.p2p_comm;
-  auto grouped = [&](auto&& body) -> absl::Status {
-    RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", p2p));
+  // all_to_all, gather and scatter are grouped sends and receives on
+  // `comm`. all_to_all runs on the point-to-point communicator, whose sends
+  // get twice the channels (RELAY_NCCL_P2P_CHANNELS): 1.06-1.16x the
+  // algbw from 4 MB on 2 H100s. gather (and so scatter) came out mixed there
+  // (0.87-0.95x at 4-16 MB, 1.02-1.03x from 64 MB) and stays on the
+  // collectives' communicator
+  // (bench/results/2026-11-26-nccl-p2p-comm-collectives-h100).
+  auto grouped = [&](ncclComm_t comm, auto&& body) -> absl::Status {
+    RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
     absl::Status s = body();
-    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", p2p);
+    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
     return s.ok() ? end : s;
   };
   // Keeps the first failure of a sequence of calls inside a group.
@@ -1036,35 +1039,35 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
                         "ncclReduceScatter", c.comm);
     case CollectiveKind::kAllToAll: {
       const size_t block = args.send.count / n;
-      return grouped([&] {
+      return grouped(c.p2p_comm, [&] {
         absl::Status s;
         for (int j = 0; j < n; ++j) {
           first(&s, NcclStatus(ncclSend(static_cast<const char*>(args.send.data) +
                                             j * block * esize,
-                                        block, type, j, p2p, stream),
-                               "ncclSend", p2p));
+                                        block, type, j, c.p2p_comm, stream),
+                               "ncclSend", c.p2p_comm));
           first(&s, NcclStatus(ncclRecv(static_cast<char*>(args.recv.data) +
                                             j * block * esize,
-                                        block, type, j, p2p, stream),
-                               "ncclRecv", p2p));
+                                        block, type, j, c.p2p_comm, stream),
+                               "ncclRecv", c.p2p_comm));
         }
         return s;
       });
     }
     case CollectiveKind::kGather: {
       const size_t block = args.send.count;
-      return grouped([&] {
+      return grouped(c.comm, [&] {
         absl::Status s;
         if (c.rank != args.root) {
           return NcclStatus(ncclSend(args.send.data, block, type, args.root,
-                                     p2p, stream),
-                            "ncclSend", p2p);
+                                     c.comm, stream),
+                            "ncclSend", c.comm);
         }
         for (int j = 0; j < n; ++j) {
           char* slot = static_cast<char*>(args.recv.data) + j * block * esize;
           if (j != c.rank) {
-            first(&s, NcclStatus(ncclRecv(slot, block, type, j, p2p, stream),
-                                 "ncclRecv", p2p));
+            first(&s, NcclStatus(ncclRecv(slot, block, type, j, c.comm, stream),
+                                 "ncclRecv", c.comm));
           } else if (slot != args.send.data && block > 0) {
             first(&s, CudaStatus(cudaMemcpyAsync(slot, args.send.data,
                                                  block * esize,
@@ -1078,19 +1081,19 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
     }
     case CollectiveKind::kScatter: {
       const size_t block = args.recv.count;
-      return grouped([&] {
+      return grouped(c.comm, [&] {
         absl::Status s;
         if (c.rank != args.root) {
           return NcclStatus(ncclRecv(args.recv.data, block, type, args.root,
-                                     p2p, stream),
-                            "ncclRecv", p2p);
+                                     c.comm, stream),
+                            "ncclRecv", c.comm);
         }
         for (int j = 0; j < n; ++j) {
           const char* slot =
               static_cast<const char*>(args.send.data) + j * block * esize;
           if (j != c.rank) {
-            first(&s, NcclStatus(ncclSend(slot, block, type, j, p2p, stream),
-                                 "ncclSend", p2p));
+            first(&s, NcclStatus(ncclSend(slot, block, type, j, c.comm, stream),
+                                 "ncclSend", c.comm));
           } else if (slot != args.recv.data && block > 0) {
             first(&s, CudaStatus(cudaMemcpyAsync(args.recv.data, slot,
                                                  block * esize,

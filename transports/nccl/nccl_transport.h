@@ -9,9 +9,9 @@
 // What it offers:
 //   * NCCL's native collectives through Transport::Collective: all_reduce,
 //     broadcast, reduce, all_gather, reduce_scatter directly; all_to_all,
-//     gather and scatter as grouped ncclSend/ncclRecv (on the point-to-point
-//     communicator below, where sends get more channels); barrier as a
-//     one-element all_reduce. Every dtype and op relay has maps onto NCCL's.
+//     gather and scatter as grouped ncclSend/ncclRecv (all_to_all on the
+//     point-to-point communicator below, where sends get more channels);
+//     barrier as a one-element all_reduce. Every dtype and op relay has maps onto NCCL's.
 //   * Point-to-point through ncclSend/ncclRecv; PostBatch puts a batch in one
 //     NCCL group. NCCL has no tags: a pair's messages match in the order they
 //     are posted (capabilities().matches_tags is false), and an exchange must
