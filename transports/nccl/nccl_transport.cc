@@ -944,7 +944,7 @@ absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
   }
   const int used = uses_p2p + uses_link[0] + uses_link[1];
   const auto on_p2p = [&](const PeerOp& op) { return c.LinkFor(op) == nullptr; };
-  if (used == 1) {  // On `stream` itself: no fork, no join.
+  if (used <= 1) {  // On `stream` itself: no fork, no join.
     for (int i = 0; i < 2; ++i) {
       if (!uses_link[i]) continue;
       return EnqueueGroup(ops, links[i]->comm, links[i], stream,
@@ -955,9 +955,10 @@ absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
   // Several communicators: each edge's part on its link's stream, so the
   // parts run at once. They must: a ring step's send finishes only once the
   // next rank's receive runs, and one stream would queue each rank's
-  // receive behind its own send, all around the ring. Both kernels fit on
-  // the GPU beside each other (64 blocks each). The join puts `stream`, and
-  // so the batch's completion event, after all of it.
+  // receive behind its own send, all around the ring. So both kernels must
+  // be resident at once: with 64-channel edges they take at most 128 of an
+  // H100's 132 multiprocessors. The join puts `stream`, and so the batch's
+  // completion event, after all of it.
   RELAY_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(c.forked, stream),
                                    "cudaEventRecord (fork)"));
   for (int i = 0; i < 2; ++i) {
