@@ -40,13 +40,12 @@
 #include <nccl.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "bench/thread_barrier.h"
 #include "collectives/device_reduce.h"
 
 namespace {
@@ -59,27 +58,6 @@ namespace {
       std::exit(1);                                                   \
     }                                                                 \
   } while (0)
-
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void Arrive() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const int generation = generation_;
-    if (++waiting_ == n_) {
-      waiting_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation != generation_; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, waiting_ = 0, generation_ = 0;
-};
 
 enum Variant { kWorld, kP2p64, kPairs, kNative, kVariants };
 const char* const kNames[kVariants] = {"world", "p2p64", "pairs", "native"};
@@ -118,7 +96,7 @@ int main(int argc, char** argv) {
   std::vector<ncclComm_t> world(gpus);
   CHECK(ncclCommInitAll(world.data(), gpus, devs.data()) == ncclSuccess);
 
-  Barrier barrier(gpus);
+  relay::bench::ThreadBarrier barrier(gpus);
   std::vector<size_t> sizes;
   for (size_t mb = min_mb; mb <= max_mb; mb *= 2) sizes.push_back(mb << 20);
   // rate[variant][size], measured on GPU 0's thread.
@@ -256,7 +234,7 @@ int main(int argc, char** argv) {
           if (r == 0) std::fprintf(stderr, "%s %zu MB\n", kRingNames[v], m >> 20);
           for (int l = 0; l < kLanes; ++l) ring_step(rv, l, m);
           CHECK(cudaDeviceSynchronize() == cudaSuccess);
-          barrier.Arrive();
+          barrier.Wait();
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < iters; ++i) {
             for (int l = 0; l < kLanes; ++l) ring_step(rv, l, m);
@@ -265,7 +243,7 @@ int main(int argc, char** argv) {
           const double sec =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
               (iters * kLanes);
-          barrier.Arrive();
+          barrier.Wait();
           if (r == 0) ring_rate[v][si] = static_cast<double>(m) / sec / 1e9;
         }
       }
@@ -277,7 +255,7 @@ int main(int argc, char** argv) {
           }
           for (int w = 0; w < 3; ++w) step(static_cast<Variant>(v), m);
           CHECK(cudaDeviceSynchronize() == cudaSuccess);
-          barrier.Arrive();
+          barrier.Wait();
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < iters; ++i) step(static_cast<Variant>(v), m);
           CHECK(cudaStreamSynchronize(s1) == cudaSuccess);
@@ -285,7 +263,7 @@ int main(int argc, char** argv) {
           const double sec =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
               iters;
-          barrier.Arrive();
+          barrier.Wait();
           if (r == 0) {
             const double bytes = v == kNative
                                      ? 2.0 * (gpus - 1) / gpus * static_cast<double>(m) * gpus

@@ -18,12 +18,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "bench/thread_barrier.h"
 
 namespace {
 
@@ -34,28 +34,6 @@ namespace {
       std::exit(1);                                               \
     }                                                             \
   } while (0)
-
-// Keeps the GPU threads in step: each round starts on every GPU together.
-class Barrier {
- public:
-  explicit Barrier(int n) : n_(n) {}
-  void Arrive() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const int generation = generation_;
-    if (++waiting_ == n_) {
-      waiting_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation != generation_; });
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, waiting_ = 0, generation_ = 0;
-};
 
 enum Variant { kRaw, kDone, kWaitLegacy, kWaitOther, kChecks, kVariants };
 const char* const kNames[kVariants] = {"raw", "+done", "+wait legacy",
@@ -83,7 +61,7 @@ int main(int argc, char** argv) {
   std::vector<ncclComm_t> comms(gpus);
   CHECK(ncclCommInitAll(comms.data(), gpus, devs.data()) == ncclSuccess);
 
-  Barrier barrier(gpus);
+  relay::bench::ThreadBarrier barrier(gpus);
   // samples[variant][round], measured on GPU 0's thread.
   std::vector<std::vector<Sample>> samples(kVariants);
   std::vector<std::thread> threads;
@@ -119,7 +97,7 @@ int main(int argc, char** argv) {
       // Rounds alternate the variants, so drift on the machine hits all alike.
       for (int r = -5; r < rounds; ++r) {
         for (int v = 0; v < kVariants; ++v) {
-          barrier.Arrive();
+          barrier.Wait();
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < calls; ++i) one(static_cast<Variant>(v), i);
           const auto issued = std::chrono::steady_clock::now();

@@ -31,8 +31,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/flags.h"
 #include "bench/report.h"
+#include "bench/thread_barrier.h"
 
 namespace relay {
 namespace {
@@ -231,36 +230,13 @@ void Issue(const std::string& c, std::vector<Gpu>& gpus, size_t count,
   CHECK_NCCL(ncclGroupEnd());
 }
 
-// A reusable barrier for the per-GPU threads (-t 1).
-class ThreadBarrier {
- public:
-  explicit ThreadBarrier(int n) : n_(n) {}
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const int generation = generation_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    cv_.wait(lock, [&] { return generation != generation_; });
-  }
-
- private:
-  const int n_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0, generation_ = 0;
-};
-
 // -t 1: each GPU's thread warms up, meets the others, times ITERS calls on
 // its own stream; the row's time is the mean over threads (as relay's
 // bench/collectives averages over ranks).
 double TimeThreaded(const std::string& c, std::vector<Gpu>& gpus, size_t count,
                     bool in_place, const Flags& f, double* issue_us) {
   const int n = static_cast<int>(gpus.size());
-  ThreadBarrier barrier(n);
+  bench::ThreadBarrier barrier(n);
   std::vector<double> us(n), issue(n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
