@@ -34,6 +34,9 @@
 // float32 sum, 16 blocks: RELAY_STREAM_REDUCE_BLOCKS' default), or not
 // (variants "-chain": the events alone). GB/s = M / (time / (steps x 2)).
 // Even GPU counts only (the edges of an even ring take two colours).
+// A third table gives the host's time to queue each ring-like step.
+// NEIGHBOUR_EXCHANGE_ONE_GROUP=1 puts the pairs variants' send and
+// receive in one NCCL group across their two communicators.
 // Usage (GPU host): neighbour_exchange [ITERS] [MIN_MB] [MAX_MB]
 //   [REDUCE_BLOCKS] (default 20, 8, 256, 16)
 #include <cuda_runtime.h>
@@ -103,6 +106,17 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> rate(kVariants, std::vector<double>(sizes.size()));
   std::vector<std::vector<double>> ring_rate(kRingVariants,
                                              std::vector<double>(sizes.size()));
+  // Host microseconds to queue one step of one lane, per ring variant.
+  std::vector<std::vector<double>> ring_issue(kRingVariants,
+                                              std::vector<double>(sizes.size()));
+  // NEIGHBOUR_EXCHANGE_ONE_GROUP=1: the pairs variants put their send and
+  // receive, on two communicators and two streams, in one NCCL group
+  // instead of two calls (one ncclGroupEnd a step, not two). Whether NCCL
+  // then still runs the two kernels at once is the question: if it
+  // serialises them, every rank's send waits for a receive queued behind
+  // it and the run hangs (run it under `timeout`).
+  const char* group_env = std::getenv("NEIGHBOUR_EXCHANGE_ONE_GROUP");
+  const bool one_group = group_env != nullptr && group_env[0] == '1';
   std::vector<std::thread> threads;
   for (int r = 0; r < gpus; ++r) {
     threads.emplace_back([&, r] {
@@ -166,10 +180,12 @@ int main(int argc, char** argv) {
             break;
           }
           case kPairs:
+            if (one_group) CHECK(ncclGroupStart() == ncclSuccess);
             CHECK(ncclSend(sendbuf, m, ncclChar, 1 - key_in[send_c], pair[send_c], s1) ==
                   ncclSuccess);
             CHECK(ncclRecv(recvbuf, m, ncclChar, 1 - key_in[recv_c], pair[recv_c], s2) ==
                   ncclSuccess);
+            if (one_group) CHECK(ncclGroupEnd() == ncclSuccess);
             CHECK(cudaEventRecord(e1, s1) == cudaSuccess);
             CHECK(cudaEventRecord(e2, s2) == cudaSuccess);
             CHECK(cudaStreamWaitEvent(s1, e2, 0) == cudaSuccess);
@@ -209,12 +225,14 @@ int main(int argc, char** argv) {
         } else {
           CHECK(cudaEventRecord(forked, transport) == cudaSuccess);
           CHECK(cudaStreamWaitEvent(s1, forked, 0) == cudaSuccess);
+          CHECK(cudaStreamWaitEvent(s2, forked, 0) == cudaSuccess);
+          if (one_group) CHECK(ncclGroupStart() == ncclSuccess);
           CHECK(ncclSend(send, m, ncclChar, 1 - key_in[send_c], pair[send_c], s1) ==
                 ncclSuccess);
-          CHECK(cudaEventRecord(e1, s1) == cudaSuccess);
-          CHECK(cudaStreamWaitEvent(s2, forked, 0) == cudaSuccess);
           CHECK(ncclRecv(recv, m, ncclChar, 1 - key_in[recv_c], pair[recv_c], s2) ==
                 ncclSuccess);
+          if (one_group) CHECK(ncclGroupEnd() == ncclSuccess);
+          CHECK(cudaEventRecord(e1, s1) == cudaSuccess);
           CHECK(cudaEventRecord(e2, s2) == cudaSuccess);
           CHECK(cudaStreamWaitEvent(transport, e1, 0) == cudaSuccess);
           CHECK(cudaStreamWaitEvent(transport, e2, 0) == cudaSuccess);
@@ -239,12 +257,19 @@ int main(int argc, char** argv) {
           for (int i = 0; i < iters; ++i) {
             for (int l = 0; l < kLanes; ++l) ring_step(rv, l, m);
           }
+          const double issue_us = std::chrono::duration<double, std::micro>(
+                                      std::chrono::steady_clock::now() - start)
+                                      .count() /
+                                  (iters * kLanes);
           CHECK(cudaDeviceSynchronize() == cudaSuccess);
           const double sec =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
               (iters * kLanes);
           barrier.Wait();
-          if (r == 0) ring_rate[v][si] = static_cast<double>(m) / sec / 1e9;
+          if (r == 0) {
+            ring_rate[v][si] = static_cast<double>(m) / sec / 1e9;
+            ring_issue[v][si] = issue_us;
+          }
         }
       }
       for (size_t si = 0; si < sizes.size(); ++si) {
@@ -306,6 +331,16 @@ int main(int argc, char** argv) {
   for (size_t si = 0; si < sizes.size(); ++si) {
     std::printf("%10zu", sizes[si] >> 20);
     for (int v = 0; v < kRingVariants; ++v) std::printf(" %12.1f", ring_rate[v][si]);
+    std::printf("\n");
+  }
+  std::printf("\n# ring-like: host us to queue one step of one lane%s\n",
+              one_group ? " (pairs: one NCCL group)" : "");
+  std::printf("%10s", "M (MB)");
+  for (int v = 0; v < kRingVariants; ++v) std::printf(" %12s", kRingNames[v]);
+  std::printf("\n");
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    std::printf("%10zu", sizes[si] >> 20);
+    for (int v = 0; v < kRingVariants; ++v) std::printf(" %12.1f", ring_issue[v][si]);
     std::printf("\n");
   }
   return 0;
