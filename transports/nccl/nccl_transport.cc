@@ -69,9 +69,10 @@ constexpr int kDefaultP2pChannels = 64;
 // messages (0.63 of native all_reduce against 0.66) and faster with 64 MB
 // (0.77 against 0.72) and 128 MB (0.84 against 0.76), though bare NCCL
 // moved a ring step 12% faster on the edges at 32 MB too
-// (bench/gpu/neighbour_exchange). What the ring loses there (a step's send
-// and receive run as two kernels on two streams, forked and joined, beside
-// the other lane's reduction) is not measured yet
+// (bench/gpu/neighbour_exchange). The host is the likely reason: queuing a
+// step on the edges (two kernels, two communicators' launch work) took it
+// 30-46 us against 15-23 on one communicator, close to a smaller step's
+// GPU time, so relay's own per-step work leaves the GPU waiting
 // (bench/results/2026-11-26-nccl-ring-edges-h100).
 constexpr size_t kDefaultRingEdgeBytes = size_t{48} << 20;
 
