@@ -69,10 +69,12 @@ constexpr int kDefaultP2pChannels = 64;
 // messages (0.63 of native all_reduce against 0.66) and faster with 64 MB
 // (0.77 against 0.72) and 128 MB (0.84 against 0.76), though bare NCCL
 // moved a ring step 12% faster on the edges at 32 MB too
-// (bench/gpu/neighbour_exchange). The host is the likely reason: queuing a
-// step on the edges (two kernels, two communicators' launch work) took it
-// 30-46 us against 15-23 on one communicator, close to a smaller step's
-// GPU time, so relay's own per-step work leaves the GPU waiting
+// (bench/gpu/neighbour_exchange). Queuing a step on the edges (two
+// kernels, two communicators' launch work) takes the host 30-46 us
+// against 15-23 on one communicator: with small messages (2 GPUs, 8 MB)
+// that is as long as the step itself. On 4 GPUs a 32 MB step runs about
+// 120 us, so the host does not explain the loss there; it was measured
+// with 16 reduction blocks, before the default became 32
 // (bench/results/2026-11-26-nccl-ring-edges-h100).
 constexpr size_t kDefaultRingEdgeBytes = size_t{48} << 20;
 
