@@ -78,6 +78,19 @@ int main(int argc, char** argv) {
     ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, comm, blocking);
     cudaEventRecord(events[k++ % events.size()], blocking);
   }, blocking);
+  // What relay's stream executor paid per run before its streams and
+  // events were pooled (collectives/device_stream_ops.cc), against the
+  // query that now decides whether a pooled stream may be reused.
+  Time("cudaStreamCreate + cudaStreamDestroy (non-blocking)", n / 10, [&] {
+    cudaStream_t s;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaStreamDestroy(s);
+  }, blocking);
+  Time("cudaEventCreate + cudaEventDestroy", n, [&] {
+    cudaEvent_t e;
+    cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+    cudaEventDestroy(e);
+  }, blocking);
   ncclResult_t async;
   Time("ncclCommGetAsyncError", n, [&] { ncclCommGetAsyncError(comm, &async); }, blocking);
   ncclCommDestroy(comm);
