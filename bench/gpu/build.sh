@@ -52,7 +52,7 @@ for t in "${targets[@]}"; do
 done
 cp -f tools/relayrun bench/gpu/gpu_env.sh bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
   bench/gpu/compare_nccl.py bench/gpu/nccl_latency.sh bench/gpu/nccl_latency.py \
-  bench/gpu/ring_over_nccl.sh bench/gpu/open_targets.sh bench/gpu/loopback_on_gpus.sh bench/gpu/p2p_by_size.sh bench/gpu/p2p_channels.sh bench/gpu/ring_edges.sh bench/gpu/p2p_comm_collectives.sh bench/plot_busbw.py bench/report_rows.py \
+  bench/gpu/ring_over_nccl.sh bench/gpu/open_targets.sh bench/gpu/loopback_on_gpus.sh bench/gpu/p2p_by_size.sh bench/gpu/p2p_channels.sh bench/gpu/ring_edges.sh bench/gpu/p2p_comm_collectives.sh bench/gpu/edge_memory.sh bench/plot_busbw.py bench/report_rows.py \
   bench/gpu/torch_vs_nccl.sh bench/torch_allreduce.py examples/ddp_train.py \
   embed/torch/backend_cuda_test.py "$out/"
 # The torch extension is compiled on the GPU host against its torch.

@@ -63,7 +63,7 @@ constexpr auto kAbortGrace = std::chrono::milliseconds(200);
 // H100s (bench/results/2026-11-26-nccl-p2p-channels-h100). A second
 // communicator keeps NCCL's native collectives on the channels NCCL chose.
 constexpr int kDefaultP2pChannels = 64;
-// The smallest message between ring neighbours that runs on their edge's
+// The smallest message along the ring (rank r to r+1) that runs on its edge's
 // communicator (ring_edges.h) rather than the point-to-point one. On 4
 // H100s relay's ring (2 lanes) ran slower on the edges with 32 MB
 // messages (0.63 of native all_reduce against 0.66) and faster with 64 MB
@@ -215,8 +215,9 @@ struct Core {
   ncclComm_t p2p_comm = nullptr;
   bool OwnsP2pComm() const { return p2p_comm != nullptr && p2p_comm != comm; }
   // The ring edges' communicators (RELAY_NCCL_RING_EDGES; none where it
-  // is off): messages to and from the ring neighbours run on them instead
-  // of p2p_comm, so a send gets twice its channels on 4 ranks. A batch
+  // is off): messages along the ring (to the next rank, from the previous)
+  // run on them instead of p2p_comm, so a send gets twice its channels on
+  // 4 ranks. A batch
   // using several communicators forks from `stream` into the links'
   // streams (after `forked`) and joins back, so its parts run at once.
   EdgeLink to_next, from_prev;
@@ -618,12 +619,12 @@ absl::StatusOr<size_t> RingEdgeBytesFromEnvironment() {
 // Gives `core` (prepared, with `comm`) its ring edges' communicators where
 // RELAY_NCCL_RING_EDGES asks for them: ncclCommSplit rounds as
 // ring_edges.h plans them, each with the point-to-point communicator's
-// channels, then one byte each way on every edge. NCCL connects a peer's
-// channels in the call that first uses them and waits there for the peer
-// to connect too, so a first ring step of sends would wait around the
-// ring (rank r on rank r+1, busy connecting to r+2); connected here, edge
-// by edge in the rounds' order, both ends reach each edge together.
-// Collective over the ranks of `comm`.
+// channels, then one byte on every edge, in the ring's direction (the only
+// one an edge carries). NCCL connects a peer's channels in the call that
+// first uses them and waits there for the peer to connect too, so a first
+// ring step of sends would wait around the ring (rank r on rank r+1, busy
+// connecting to r+2); connected here, edge by edge in the rounds' order,
+// both ends reach each edge together. Collective over the ranks of `comm`.
 absl::Status MakeEdgeComms(Core& core) {
   // Both settings checked whatever the size, so a bad one shows at once.
   RELAY_ASSIGN_OR_RETURN(const bool wanted, RingEdgesFromEnvironment(core.size));
@@ -669,18 +670,14 @@ absl::Status MakeEdgeComms(Core& core) {
     const EdgeSplit split = EdgeSplitFor(core.rank, core.size, round);
     if (split.edge < 0) continue;
     const EdgeLink& link = split.edge == core.rank ? core.to_next : core.from_prev;
-    absl::Status s = NcclStatus(ncclGroupStart(), "ncclGroupStart", link.comm);
-    if (s.ok()) {
-      s = NcclStatus(ncclSend(scratch, 1, ncclUint8, link.peer, link.comm, core.stream),
-                     "ncclSend (connecting a ring edge)", link.comm);
-    }
-    if (s.ok()) {
-      s = NcclStatus(ncclRecv(scratch + 1, 1, ncclUint8, link.peer, link.comm, core.stream),
-                     "ncclRecv (connecting a ring edge)", link.comm);
-    }
-    const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", link.comm);
+    // The lower end (key 0, this edge's "to next") sends.
+    const absl::Status s =
+        split.key == 0
+            ? NcclStatus(ncclSend(scratch, 1, ncclUint8, link.peer, link.comm, core.stream),
+                         "ncclSend (connecting a ring edge)", link.comm)
+            : NcclStatus(ncclRecv(scratch + 1, 1, ncclUint8, link.peer, link.comm, core.stream),
+                         "ncclRecv (connecting a ring edge)", link.comm);
     if (!s.ok()) return failed(s);
-    if (!end.ok()) return failed(end);
   }
   return CudaStatus(cudaStreamSynchronize(core.stream),
                     "cudaStreamSynchronize (ring edges connected)");

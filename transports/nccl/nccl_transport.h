@@ -23,10 +23,10 @@
 //     collectives' 32 left 4 ranks 8 channels and half NVLink's bandwidth
 //     for the messages of relay's ring (nccl_transport.cc says more).
 //   * Ring edges: from 3 ranks (RELAY_NCCL_RING_EDGES: 0 = never, 1 = from
-//     2), messages of at least 48 MiB (RELAY_NCCL_RING_EDGE_BYTES) between
-//     ring neighbours (rank r and r+1 mod n) run on a two-rank
-//     communicator per edge, split off and connected when the transport
-//     connects (ring_edges.h). There a send gets 32 channels where
+//     2), messages of at least 48 MiB (RELAY_NCCL_RING_EDGE_BYTES) along
+//     the ring (from rank r to r+1 mod n) run on a two-rank communicator
+//     per edge, split off and connected in that direction when the
+//     transport connects (ring_edges.h). There a send gets 32 channels where
 //     the shared communicator gives 16 on 4 ranks. A batch that uses several
 //     communicators (a ring step: send to the next rank, receive from the
 //     previous) runs each part on a stream of its own and joins them, so

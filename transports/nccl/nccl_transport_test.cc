@@ -98,9 +98,9 @@ TEST(NcclConformanceTest, AllGpus) {
   RunConformance(Gpus());
 }
 
-// Every message between ring neighbours on their edge's communicator,
-// from 2 GPUs: relay's algorithms mix them with point-to-point on the
-// shared communicator (from 4 GPUs) in one batch.
+// Every message along the ring on its edge's communicator, from 2 GPUs:
+// relay's algorithms mix them with point-to-point on the shared
+// communicator (from 3 GPUs) in one batch.
 TEST(NcclConformanceTest, AllGpusOverRingEdges) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
   ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
@@ -465,9 +465,9 @@ TEST(NcclTransportTest, BatchedRingExchange) {
 }
 
 // Every rank sends a different block to every other rank in one batch, so
-// a batch uses the point-to-point communicator (from 4 ranks: the rank
-// across the ring) and both ring edges' at once, forked onto their streams
-// and joined. With RELAY_NCCL_RING_EDGES=1 (2 ranks get edges too: the two
+// a batch uses the point-to-point communicator (from 3 ranks: messages
+// against the ring's direction or across it) and both ring edges' at once,
+// forked onto their streams and joined. With RELAY_NCCL_RING_EDGES=1 (2 ranks get edges too: the two
 // between the pair, one per direction) and as connected by default.
 void ExchangeWithEveryRank(int n) {
   constexpr size_t kBlock = 1 << 20;  // 4 MB of int32 per peer.

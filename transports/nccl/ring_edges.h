@@ -21,9 +21,13 @@
 //
 // Using them. A rank owns two: "to next" (edge r, where it is rank 0) and
 // "from previous" (edge r-1, where it is rank 1); with 2 ranks these are
-// the two edges between the same pair, one per direction. RouteOf says
-// which one carries a message, the same on both ends of it, and always the
-// same for one sender and receiver, so a pair's messages stay in order.
+// the two edges between the same pair. Each edge carries one direction
+// only, the ring's: its lower end sends, its upper end receives. So NCCL
+// connects (and allocates buffers for) half the channels it would for both
+// directions; a message against the ring's direction takes the shared
+// point-to-point communicator. RouteOf says which one carries a message,
+// the same on both ends of it, and always the same for one sender and
+// receiver, so a pair's messages stay in order.
 //
 // Example:
 //   for (int round = 0; round < EdgeSplitRounds(n); ++round) {
@@ -75,16 +79,16 @@ enum class EdgeRoute {
   kFromPrev,  // Edge (rank-1, rank).
 };
 
-// Which communicator carries a message between `rank` and `peer`: one the
-// peer routes the matching message through too (its kFromPrev for this
-// rank's kToNext, and the reverse).
+// Which communicator carries a message between `rank` and `peer`: a send
+// to the next rank goes on "to next", a receive from the previous one on
+// "from previous" (the peer's "to next": the same edge), anything else on
+// the shared one.
 inline EdgeRoute RouteOf(int rank, int size, bool is_send, int peer) {
   if (size < 2 || peer == rank || peer < 0 || peer >= size) return EdgeRoute::kNone;
   const int next = (rank + 1) % size;
   const int prev = (rank + size - 1) % size;
-  if (size == 2) return is_send ? EdgeRoute::kToNext : EdgeRoute::kFromPrev;
-  if (peer == next) return EdgeRoute::kToNext;
-  if (peer == prev) return EdgeRoute::kFromPrev;
+  if (is_send && peer == next) return EdgeRoute::kToNext;
+  if (!is_send && peer == prev) return EdgeRoute::kFromPrev;
   return EdgeRoute::kNone;
 }
 

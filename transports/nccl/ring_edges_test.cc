@@ -70,9 +70,14 @@ TEST(RingEdgesTest, BothEndsOfAMessageRouteItThroughOneEdge) {
         const int at_receiver = EdgeOf(to, size, RouteOf(to, size, false, from));
         EXPECT_EQ(at_sender, at_receiver) << "size " << size << ": " << from
                                           << " -> " << to;
-        const bool neighbours = to == (from + 1) % size || from == (to + 1) % size;
-        EXPECT_EQ(at_sender >= 0, neighbours) << "size " << size << ": " << from
-                                              << " -> " << to;
+        // Only the ring's direction: from a rank to the next.
+        const bool along_the_ring = to == (from + 1) % size;
+        EXPECT_EQ(at_sender >= 0, along_the_ring)
+            << "size " << size << ": " << from << " -> " << to;
+        // The sender is the edge's lower end, the receiver its upper end.
+        if (at_sender >= 0) {
+          EXPECT_EQ(at_sender, from) << "size " << size;
+        }
       }
     }
   }
@@ -83,6 +88,9 @@ TEST(RingEdgesTest, TwoRanksUseOneEdgePerDirection) {
   EXPECT_EQ(EdgeOf(1, 2, RouteOf(1, 2, true, 0)), 1);
   EXPECT_EQ(RouteOf(0, 1, true, 0), EdgeRoute::kNone);
   EXPECT_EQ(RouteOf(0, 4, true, 7), EdgeRoute::kNone);
+  // Against the ring's direction (from 3 ranks): the shared communicator.
+  EXPECT_EQ(RouteOf(1, 4, true, 0), EdgeRoute::kNone);
+  EXPECT_EQ(RouteOf(0, 4, false, 1), EdgeRoute::kNone);
 }
 
 }  // namespace
