@@ -2,8 +2,8 @@
 # File: bench/gpu/ring_edges.sh
 #
 # relay's ring all_reduce over NCCL with and without the NCCL transport's
-# ring-edge communicators (RELAY_NCCL_RING_EDGES: unset = from 3 ranks,
-# 1 = from 2, 0 = none; transports/nccl/ring_edges.h), on 4 and 2 GPUs,
+# ring-edge communicators (RELAY_NCCL_RING_EDGES=1; off by default;
+# transports/nccl/ring_edges.h), on 4 and 2 GPUs,
 # against native all_reduce in the same run (ring_over_nccl.sh, one round,
 # unchecked: the conformance suite checks the same code). First the NCCL
 # transport's GPU tests, which cover the edges (conformance on all GPUs,
@@ -37,9 +37,9 @@ ring() {  # name gpus env...
   grep -E "^###|^\| [0-9]" "$out/$name/ratio_all_reduce.md" 2>/dev/null | cut -c1-100
 }
 if [ "$all" -ge 4 ]; then
-  ring ring_4gpu_edges 4
+  ring ring_4gpu_edges 4 RELAY_NCCL_RING_EDGES=1
   ring ring_4gpu_no_edges 4 RELAY_NCCL_RING_EDGES=0
-  ring ring_4gpu_every_edge 4 RELAY_NCCL_RING_EDGE_BYTES=0
+  ring ring_4gpu_every_edge 4 RELAY_NCCL_RING_EDGES=1 RELAY_NCCL_RING_EDGE_BYTES=0
 fi
 if [ "$all" -ge 2 ] && [ "${TWO_GPUS:-1}" = 1 ]; then
   ring ring_2gpu_edges 2 RELAY_NCCL_RING_EDGES=1

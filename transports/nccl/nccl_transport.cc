@@ -587,19 +587,24 @@ absl::Status MakeP2pComm(Core& core) {
 }
 
 // RELAY_NCCL_RING_EDGES: whether a communicator of `size` ranks gets its
-// ring edges' communicators. Unset: from 3 ranks (on 2 a send already gets
-// 32 channels of the point-to-point communicator). 1: from 2 ranks. 0:
-// never. InvalidArgument for anything else.
+// ring edges' communicators. 1: from 2 ranks (on 2 a send already gets 32
+// channels of the point-to-point communicator, so they gain most from 3).
+// 0 or unset: never. Off by default: they speed up only relay's own
+// algorithms over NCCL, which a caller asks for by name (kAuto picks NCCL's
+// native collectives), and they cost every transport about 0.8 GB of GPU
+// memory per edge on H100s (bench/gpu/edge_memory.sh: 1.7 GB more per GPU
+// with both edges, bench/results/2026-11-26-nccl-ring-edges-h100) and
+// about a second to connect. InvalidArgument for anything else.
 absl::StatusOr<bool> RingEdgesFromEnvironment(int size) {
   const char* value = std::getenv("RELAY_NCCL_RING_EDGES");
-  if (value == nullptr || *value == '\0') return size >= 3;
+  if (value == nullptr || *value == '\0') return false;
   const absl::string_view v(value);
   if (v == "0") return false;
   if (v == "1") return size >= 2;
   return absl::InvalidArgumentError(absl::StrCat(
       "RELAY_NCCL_RING_EDGES='", value,
-      "' is neither 0 (no ring-edge communicators) nor 1 (from 2 ranks); "
-      "unset: from 3 ranks"));
+      "' is neither 0 (no ring-edge communicators, the default) nor 1 "
+      "(ring-edge communicators from 2 ranks)"));
 }
 
 // RELAY_NCCL_RING_EDGE_BYTES, else kDefaultRingEdgeBytes; InvalidArgument

@@ -467,8 +467,9 @@ TEST(NcclTransportTest, BatchedRingExchange) {
 // Every rank sends a different block to every other rank in one batch, so
 // a batch uses the point-to-point communicator (from 3 ranks: messages
 // against the ring's direction or across it) and both ring edges' at once,
-// forked onto their streams and joined. With RELAY_NCCL_RING_EDGES=1 (2 ranks get edges too: the two
-// between the pair, one per direction) and as connected by default.
+// forked onto their streams and joined. With RELAY_NCCL_RING_EDGES=1 (2
+// ranks get edges too: the two between the pair, one per direction) and
+// as connected by default (no edges).
 void ExchangeWithEveryRank(int n) {
   constexpr size_t kBlock = 1 << 20;  // 4 MB of int32 per peer.
   absl::Status s = RunRanks(
@@ -525,7 +526,7 @@ TEST(NcclTransportTest, OneBatchToEveryRankOverRingEdges) {
     ScopedEnv any_size("RELAY_NCCL_RING_EDGE_BYTES", "0");
     ExchangeWithEveryRank(Gpus());
   }
-  // By default: 4 MB messages stay on the point-to-point communicator.
+  // By default: no edges, every message on the point-to-point communicator.
   ExchangeWithEveryRank(Gpus());
 }
 
