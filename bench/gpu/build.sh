@@ -17,8 +17,9 @@
 #   gpu_bin/torch_vs_nccl.sh OUT          # torch backend "relay" vs "nccl"
 #   gpu_bin/open_targets.sh OUT           # issue 4's open targets, one call
 # The folder holds about 61 MB, 16 of them the torch extension's sources,
-# close to what a device lease carries (64 MB with the tree): a copy
-# without torch/ and with stripped binaries (strip) takes about 30.
+# close to what a device lease carries (64 MiB with the tree, or the lease
+# is refused): bench/gpu/stage.sh copies the files a lease needs, stripped,
+# into a folder to carry.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# File: bench/gpu/stage.sh
+#
+# Copies what a device lease needs from the folder bench/gpu/build.sh
+# filled into a git-ignored folder to carry (the device tool's `carry`),
+# stripping the binaries: a lease is refused before it starts when the
+# tree and the carried folders pass 64 MiB, and the unstripped folder alone
+# is about 60 MB. Name only the files the lease's command uses.
+#
+# Usage: bench/gpu/stage.sh [--from DIR] OUT_DIR [FILE...]
+#   --from DIR  the built folder (default gpu_bin)
+#   FILE...     names inside it (default: every file but collectives_diag,
+#               issue_cost and stream_op_cost, and not the torch/ folder)
+# Example:
+#   bench/gpu/build.sh gpu_bin
+#   bench/gpu/stage.sh gpu_run nccl_transport_test collectives \
+#     nccl_collectives gpu_env.sh ring_over_nccl.sh compare_nccl.py
+#   (then run with carry ["gpu_run"]; keep gpu_run/ in .git/info/exclude)
+set -euo pipefail
+from=gpu_bin
+if [ "${1:-}" = --from ]; then
+  from="$2"
+  shift 2
+fi
+out="${1:?usage: stage.sh [--from DIR] OUT_DIR [FILE...]}"
+shift
+[ -d "$from" ] || { echo "stage.sh: no folder $from (run bench/gpu/build.sh)" >&2; exit 2; }
+files=("$@")
+if [ ${#files[@]} -eq 0 ]; then
+  for f in "$from"/*; do
+    [ -f "$f" ] || continue
+    case "$(basename "$f")" in collectives_diag|issue_cost|stream_op_cost) continue ;; esac
+    files+=("$(basename "$f")")
+  done
+fi
+rm -rf "$out"
+mkdir -p "$out"
+for f in "${files[@]}"; do
+  [ -f "$from/$f" ] || { echo "stage.sh: $from/$f does not exist" >&2; exit 2; }
+  cp "$from/$f" "$out/"
+  chmod u+w "$out/$f"
+  if head -c 4 "$out/$f" | grep -q "ELF"; then strip "$out/$f"; fi
+done
+size=$(du -sm "$out" | cut -f1)
+echo "staged ${#files[@]} files in $out: $size MB"
+if [ "$size" -gt 40 ]; then
+  echo "stage.sh: $size MB is close to the 64 MiB a lease carries with the tree;" \
+       "name fewer files" >&2
+fi
