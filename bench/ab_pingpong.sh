@@ -7,7 +7,7 @@
 # build VMs a 32 KB round trip swings 20% between minutes, so builds timed
 # minutes apart compare the host, not the code.
 #
-# Usage: bench/ab_pingpong.sh [--rounds R] [--bytes B] [--iters I]
+# Usage: bench/ab_pingpong.sh [--rounds R] [--bytes B] [--iters I] [--pattern P]
 #                             [--switches] SPEC SPEC...
 #   SPEC            NAME=BIN[,VAR=VALUE...]: a pingpong build and the
 #                   environment to run it with (two processes under
@@ -16,6 +16,9 @@
 #   --bytes B       message size (default 32K)
 #   --iters I       round trips per run (default 40000; pingpong moves at
 #                   most about 1 GB per size)
+#   --pattern P     pingpong's --pattern (blocking or perftest), passed to
+#                   every build (which must know the flag); default: none,
+#                   each build's own default
 #   --switches      also count context switches per run (perf stat)
 #
 # Example (the progress thread's cost, 2026-11-25):
@@ -25,7 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rounds=10 bytes=32K iters=40000 switches=0
+rounds=10 bytes=32K iters=40000 switches=0 pattern=()
 usage() { sed -n '/^# Usage:/,/^# Example/p' "$0" | sed 's/^# \{0,1\}//; $d'; }
 specs=()
 while (($#)); do
@@ -34,6 +37,7 @@ while (($#)); do
     --bytes) bytes="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
     --switches) switches=1; shift ;;
+    --pattern) pattern=(--pattern "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "ab_pingpong.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
     *=*) specs+=("$1"); shift ;;
@@ -58,7 +62,7 @@ for ((round = 1; round <= rounds; ++round)); do
     bin="${rest%%,*}" envs=()
     [[ $rest == *,* ]] && IFS=',' read -r -a envs <<< "${rest#*,}"
     run=(env "${envs[@]}" tools/relayrun -n 2 --no-prefix -- "$bin"
-         -b "$bytes" -e "$bytes" -n "$iters")
+         -b "$bytes" -e "$bytes" -n "$iters" "${pattern[@]}")
     if ((switches)); then
       out="$(perf stat -x, -e context-switches -- "${run[@]}" 2>&1)"
     else

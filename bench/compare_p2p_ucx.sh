@@ -20,6 +20,12 @@
 # copies out of one cached page (63-70 us at 1 MB against 84-97;
 # bench/results/2026-11-25-perftest-buffer-allocation.md).
 #
+# pingpong's latency loop is perftest's own (PATTERN, default perftest:
+# each receive posted before waiting for the send before it), so both
+# tools time the same exchange. Records before 2026-11-26 15:03 UTC used
+# pingpong's blocking loop, the only one then; 2026-11-26's used perftest's
+# (pingpong's default by mistake, documented as blocking).
+#
 # Latency is half the round trip (both tools); bandwidth is one-way with
 # many messages in flight (pingpong: windows of 16 sends, each acknowledged;
 # perftest: its default window). Each figure is the median of ROUNDS
@@ -30,6 +36,7 @@ cd "$(dirname "$0")/.."
 out="${1:-bench/results/$(date +%Y-%m-%d)-p2p-ucx-vs-perftest}"
 tls="${RELAY_UCX_TLS:-shm,self}"
 rounds="${ROUNDS:-3}"
+pattern="${PATTERN:-perftest}"
 read -r -a sizes <<<"${SIZES:-8 64 512 4096 32768 262144 1048576 4194304 16777216}"
 port=$((20000 + RANDOM % 20000))
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (tools/bootstrap.sh installs ucx-utils)" >&2; exit 1; }
@@ -58,7 +65,7 @@ perftest() {
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "- command: bench/compare_p2p_ucx.sh (UCX_TLS=$tls, ROUNDS=$rounds, SIZES=\"${sizes[*]}\")"
-  echo "- relay: UCX_TLS=$tls tools/relayrun -n 2 -- bench/pingpong -b SIZE -e SIZE"
+  echo "- relay: UCX_TLS=$tls tools/relayrun -n 2 -- bench/pingpong -b SIZE -e SIZE --pattern $pattern"
   echo "- UCX: ucx_perftest -t tag_lat / -t tag_bw -s SIZE (server and client, same UCX_TLS)"
   echo
   echo "Targets (multi-process issue): relay latency <= tag_lat + 0.5 us;"
@@ -76,7 +83,7 @@ for size in "${sizes[@]}"; do
   : > "$out/perftest_$size.txt"
   for ((r = 1; r <= rounds; r++)); do
     UCX_TLS="$tls" tools/relayrun -n 2 --no-prefix -- "$bin/pingpong" -b "$size" -e "$size" \
-      -n "$iters" | awk '!/^#/ {print $2, $3}' >> "$out/relay_$size.txt"
+      -n "$iters" --pattern "$pattern" | awk '!/^#/ {print $2, $3}' >> "$out/relay_$size.txt"
     lat="$(perftest tag_lat "$size" "$iters" | awk '{print $1}')"
     bw="$(perftest tag_bw "$size" "$iters" | awk '{print $2}')"
     echo "$lat $bw" >> "$out/perftest_$size.txt"

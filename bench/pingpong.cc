@@ -69,7 +69,7 @@ struct Flags {
   int iters = 10000, warmup = 100, window = 16;
   int takeover_trials = 0;  // --takeover; 0: the sweep.
   int poll_ms = 20;
-  bool blocking = false;  // --pattern blocking.
+  bool blocking = true;  // --pattern: blocking unless perftest.
   std::string transport = "loopback";
   bool transport_given = false;
 };
