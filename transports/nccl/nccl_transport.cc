@@ -217,9 +217,9 @@ struct Core {
   // The ring edges' communicators (RELAY_NCCL_RING_EDGES; none where it
   // is off): messages along the ring (to the next rank, from the previous)
   // run on them instead of p2p_comm, so a send gets twice its channels on
-  // 4 ranks. A batch
-  // using several communicators forks from `stream` into the links'
-  // streams (after `forked`) and joins back, so its parts run at once.
+  // 4 ranks. A batch using several communicators forks from `stream` into
+  // the links' streams (after `forked`) and joins back, so its parts run
+  // at once.
   EdgeLink to_next, from_prev;
   cudaEvent_t forked = nullptr;
   // Smaller messages stay on p2p_comm (RELAY_NCCL_RING_EDGE_BYTES). Both
@@ -641,8 +641,9 @@ absl::Status MakeEdgeComms(Core& core) {
                                                " (RELAY_NCCL_RING_EDGES=0 runs "
                                                "without ring-edge communicators)"));
   };
-  const int rounds = EdgeSplitRounds(core.size);
-  for (int round = 0; round < rounds; ++round) {
+  // This rank's edges in the rounds' order, and its end of each.
+  absl::InlinedVector<std::pair<EdgeLink*, bool>, 2> joined_edges;  // sends?
+  for (int round = 0; round < EdgeSplitRounds(core.size); ++round) {
     const EdgeSplit split = EdgeSplitFor(core.rank, core.size, round);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     if (channels > 0) {
@@ -660,6 +661,8 @@ absl::Status MakeEdgeComms(Core& core) {
     EdgeLink& link = split.edge == core.rank ? core.to_next : core.from_prev;
     link.comm = comm;  // Destroyed with the core from here on.
     link.peer = 1 - split.key;
+    // The lower end (key 0, this edge's "to next") sends.
+    joined_edges.push_back({&link, split.key == 0});
     RELAY_RETURN_IF_ERROR(CudaStatus(
         cudaStreamCreateWithFlags(&link.stream, cudaStreamNonBlocking),
         "cudaStreamCreateWithFlags"));
@@ -671,17 +674,13 @@ absl::Status MakeEdgeComms(Core& core) {
       cudaEventCreateWithFlags(&core.forked, cudaEventDisableTiming),
       "cudaEventCreateWithFlags"));
   char* scratch = reinterpret_cast<char*>(core.barrier_scratch);
-  for (int round = 0; round < rounds; ++round) {
-    const EdgeSplit split = EdgeSplitFor(core.rank, core.size, round);
-    if (split.edge < 0) continue;
-    const EdgeLink& link = split.edge == core.rank ? core.to_next : core.from_prev;
-    // The lower end (key 0, this edge's "to next") sends.
+  for (const auto& [link, sends] : joined_edges) {
     const absl::Status s =
-        split.key == 0
-            ? NcclStatus(ncclSend(scratch, 1, ncclUint8, link.peer, link.comm, core.stream),
-                         "ncclSend (connecting a ring edge)", link.comm)
-            : NcclStatus(ncclRecv(scratch + 1, 1, ncclUint8, link.peer, link.comm, core.stream),
-                         "ncclRecv (connecting a ring edge)", link.comm);
+        sends ? NcclStatus(ncclSend(scratch, 1, ncclUint8, link->peer, link->comm, core.stream),
+                           "ncclSend (connecting a ring edge)", link->comm)
+              : NcclStatus(ncclRecv(scratch + 1, 1, ncclUint8, link->peer, link->comm,
+                                    core.stream),
+                           "ncclRecv (connecting a ring edge)", link->comm);
     if (!s.ok()) return failed(s);
   }
   return CudaStatus(cudaStreamSynchronize(core.stream),
@@ -757,10 +756,11 @@ class NcclTransport final : public Transport {
                                  cudaStream_t stream);
   // A batch's sends and receives, on `stream` (PostBatch's Launch).
   absl::Status EnqueueBatch(absl::Span<const PeerOp> ops, cudaStream_t stream);
-  template <typename Carries>
-  absl::Status EnqueueGroup(absl::Span<const PeerOp> ops, ncclComm_t comm,
-                            const EdgeLink* link, cudaStream_t stream,
-                            Carries&& carries);
+  // The ops of `ops` whose route (routes[k], as Core::LinkFor gives it)
+  // is `link`, in one NCCL group on `stream`.
+  absl::Status EnqueueGroup(absl::Span<const PeerOp> ops,
+                            absl::Span<EdgeLink* const> routes, EdgeLink* link,
+                            cudaStream_t stream);
 
   std::shared_ptr<Core> core_;
   std::thread watchdog_;
@@ -902,18 +902,19 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                 [&](cudaStream_t stream) { return EnqueueBatch(ops, stream); });
 }
 
-// One NCCL group on `comm` and `stream` of the ops `carries` says it
-// carries; an edge's peer is its rank in the edge's communicator.
-template <typename Carries>
+// One NCCL group on `stream` of the ops whose route is `link` (null: the
+// point-to-point communicator); an edge's peer is its rank in the edge's
+// communicator.
 absl::Status NcclTransport::EnqueueGroup(absl::Span<const PeerOp> ops,
-                                         ncclComm_t comm, const EdgeLink* link,
-                                         cudaStream_t stream,
-                                         Carries&& carries) {
+                                         absl::Span<EdgeLink* const> routes,
+                                         EdgeLink* link, cudaStream_t stream) {
   Core& c = *core_;
+  ncclComm_t comm = link != nullptr ? link->comm : c.p2p_comm;
   RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
   absl::Status s;
-  for (const PeerOp& op : ops) {
-    if (!carries(op)) continue;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    if (routes[k] != link) continue;
+    const PeerOp& op = ops[k];
     // An empty message is still a message (a barrier's token): NCCL would
     // skip a 0-byte send, so it moves one byte of the barrier scratch
     // instead.
@@ -937,25 +938,20 @@ absl::Status NcclTransport::EnqueueGroup(absl::Span<const PeerOp> ops,
 absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
                                          cudaStream_t stream) {
   Core& c = *core_;
-  // Which communicators the batch uses: the point-to-point one, and each
-  // ring edge's.
+  // Each op's communicator (null: the point-to-point one), and which of
+  // them the batch uses.
+  absl::InlinedVector<EdgeLink*, 8> routes(ops.size());
   bool uses_p2p = false;
   EdgeLink* const links[] = {&c.to_next, &c.from_prev};
   bool uses_link[] = {false, false};
-  for (const PeerOp& op : ops) {
-    const EdgeLink* link = c.LinkFor(op);
-    if (link == nullptr) uses_p2p = true;
-    for (int i = 0; i < 2; ++i) uses_link[i] |= link == links[i];
+  for (size_t k = 0; k < ops.size(); ++k) {
+    routes[k] = c.LinkFor(ops[k]);
+    uses_p2p |= routes[k] == nullptr;
+    for (int i = 0; i < 2; ++i) uses_link[i] |= routes[k] == links[i];
   }
-  const int used = uses_p2p + uses_link[0] + uses_link[1];
-  const auto on_p2p = [&](const PeerOp& op) { return c.LinkFor(op) == nullptr; };
-  if (used <= 1) {  // On `stream` itself: no fork, no join.
-    for (int i = 0; i < 2; ++i) {
-      if (!uses_link[i]) continue;
-      return EnqueueGroup(ops, links[i]->comm, links[i], stream,
-                          [](const PeerOp&) { return true; });
-    }
-    return EnqueueGroup(ops, c.p2p_comm, nullptr, stream, on_p2p);
+  if (uses_p2p + uses_link[0] + uses_link[1] <= 1) {
+    // One communicator: on `stream` itself, no fork, no join.
+    return EnqueueGroup(ops, routes, ops.empty() ? nullptr : routes[0], stream);
   }
   // Several communicators: each edge's part on its link's stream, so the
   // parts run at once. They must: a ring step's send finishes only once the
@@ -971,15 +967,12 @@ absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
     EdgeLink* link = links[i];
     RELAY_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(link->stream, c.forked, 0),
                                      "cudaStreamWaitEvent (fork)"));
-    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, link->comm, link, link->stream,
-                                       [&](const PeerOp& op) {
-                                         return c.LinkFor(op) == link;
-                                       }));
+    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, routes, link, link->stream));
     RELAY_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(link->joined, link->stream),
                                      "cudaEventRecord (join)"));
   }
   if (uses_p2p) {
-    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, c.p2p_comm, nullptr, stream, on_p2p));
+    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, routes, nullptr, stream));
   }
   for (int i = 0; i < 2; ++i) {
     if (!uses_link[i]) continue;
