@@ -26,10 +26,16 @@
 # pingpong's blocking loop, the only one then; 2026-11-26's used perftest's
 # (pingpong's default by mistake, documented as blocking).
 #
-# Latency is half the round trip (both tools); bandwidth is one-way with
-# many messages in flight (pingpong: windows of 16 sends, each acknowledged;
-# perftest: its default window). Each figure is the median of ROUNDS
-# (default 3) alternating runs.
+# Latency is half the round trip (both tools). Bandwidth is one-way with
+# WINDOW (default 32, tag_bw's own default) messages in flight on both
+# tools, in perftest's loop under PATTERN=perftest: a sliding window of
+# sends, a window of posted receives, one acknowledgement at the end.
+# Records made before WINDOW was added (2026-11-26) timed pingpong's osu_bw-style loop
+# instead (windows of 16 sends in one batch, each acknowledged) against
+# perftest's sliding 32: not the same exchange, and at 4 MB the windowed
+# loop's rounds spread from 5 to 11 GB/s on this VM where perftest's
+# stayed at 10.4-11.7. Each figure is the median of ROUNDS (default 3)
+# alternating runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +43,7 @@ out="${1:-bench/results/$(date +%Y-%m-%d)-p2p-ucx-vs-perftest}"
 tls="${RELAY_UCX_TLS:-shm,self}"
 rounds="${ROUNDS:-3}"
 pattern="${PATTERN:-perftest}"
+window="${WINDOW:-32}"
 read -r -a sizes <<<"${SIZES:-8 64 512 4096 32768 262144 1048576 4194304 16777216}"
 port=$((20000 + RANDOM % 20000))
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (tools/bootstrap.sh installs ucx-utils)" >&2; exit 1; }
@@ -50,10 +57,12 @@ cp -f bazel-bin/bench/pingpong "$bin/"
 # client's Final line (MB/s there is 2^20 B/s).
 perftest() {
   local test="$1" size="$2" iters="$3"
-  UCX_TLS="$tls" ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" >/dev/null 2>&1 &
+  local window_flag=()
+  [ "$test" = tag_bw ] && window_flag=(-O "$window")
+  UCX_TLS="$tls" ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" >/dev/null 2>&1 &
   local server=$!
   sleep 0.5
-  UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" 2>/dev/null |
+  UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" 2>/dev/null |
     awk '/^Final:/ {printf "%s %.3f\n", $4, $7 * 1048576 / 1e9}'
   wait "$server" || true
 }
@@ -65,8 +74,8 @@ perftest() {
   echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
   echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "- command: bench/compare_p2p_ucx.sh (UCX_TLS=$tls, ROUNDS=$rounds, SIZES=\"${sizes[*]}\")"
-  echo "- relay: UCX_TLS=$tls tools/relayrun -n 2 -- bench/pingpong -b SIZE -e SIZE --pattern $pattern"
-  echo "- UCX: ucx_perftest -t tag_lat / -t tag_bw -s SIZE (server and client, same UCX_TLS)"
+  echo "- relay: UCX_TLS=$tls tools/relayrun -n 2 -- bench/pingpong -b SIZE -e SIZE --pattern $pattern --window $window"
+  echo "- UCX: ucx_perftest -t tag_lat / -t tag_bw -O $window -s SIZE (server and client, same UCX_TLS)"
   echo
   echo "Targets (multi-process issue): relay latency <= tag_lat + 0.5 us;"
   echo "relay bandwidth >= 90% of tag_bw at >= 1 MB. Medians of $rounds rounds."
@@ -83,7 +92,7 @@ for size in "${sizes[@]}"; do
   : > "$out/perftest_$size.txt"
   for ((r = 1; r <= rounds; r++)); do
     UCX_TLS="$tls" tools/relayrun -n 2 --no-prefix -- "$bin/pingpong" -b "$size" -e "$size" \
-      -n "$iters" --pattern "$pattern" | awk '!/^#/ {print $2, $3}' >> "$out/relay_$size.txt"
+      -n "$iters" --pattern "$pattern" --window "$window" | awk '!/^#/ {print $2, $3}' >> "$out/relay_$size.txt"
     lat="$(perftest tag_lat "$size" "$iters" | awk '{print $1}')"
     bw="$(perftest tag_bw "$size" "$iters" | awk '{print $2}')"
     echo "$lat $bw" >> "$out/perftest_$size.txt"

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -44,13 +45,20 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
   -n ITERS           round trips per size (default 10000; fewer for large)
   -w ITERS           warm-up round trips per size (default 100)
   --window N         messages in flight for the bandwidth test (default 16)
-  --pattern P        the latency loop: blocking (default) waits for each
-                     send before posting the receive (osu_latency's
-                     MPI_Send/MPI_Recv); perftest posts each receive before
-                     waiting for the send before it, as ucx_perftest tag_lat
-                     does, so a reply always meets a posted receive (no
-                     difference the 2-core VM could resolve at 8 B, 32 KB
-                     or 256 KB over UCX shm, 2026-11-26)
+  --pattern P        the loops, blocking (default) or perftest.
+                     Latency: blocking waits for each send before posting
+                     the receive (osu_latency's MPI_Send/MPI_Recv);
+                     perftest posts each receive before waiting for the
+                     send before it, as ucx_perftest tag_lat does, so a
+                     reply always meets a posted receive (no difference the
+                     2-core VM could resolve at 8 B, 32 KB or 256 KB over
+                     UCX shm, 2026-11-26).
+                     Bandwidth: blocking sends windows of --window messages
+                     in one batch, each window acknowledged (osu_bw);
+                     perftest keeps --window sends in flight, posting the
+                     next as the oldest completes, and --window receives
+                     posted, with one acknowledgement at the end
+                     (ucx_perftest tag_bw, whose -O defaults to 32)
   --takeover TRIALS  instead of the sweep: TRIALS times, 8 B round trips for
                      --poll-ms (both callers polling), then one message of
                      -e bytes that neither caller waits for while it
@@ -184,30 +192,56 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
     const double latency_us =
         absl::ToDoubleMicroseconds(absl::Now() - start) / iters / 2;
 
-    // Bandwidth: rank 0 streams windows of sends, rank 1 acknowledges each.
-    // Every receive of a window lands in the same buffer, as in osu_bw and
-    // ucx_perftest tag_bw, so the figure is the transport's, not the cache's.
-    std::vector<P2POp> ops;
+    // Bandwidth, one-way: every receive lands in the same buffer, as in
+    // osu_bw and ucx_perftest tag_bw, so the figure is the transport's, not
+    // the cache's.
     const PageBuffer sink(bytes, 0);
-    for (int w = 0; w < f.window; ++w) {
-      ops.push_back(me == 0 ? P2POp::Send(send, peer, 1)
-                            : P2POp::Recv(Buffer{sink.data(), bytes,
-                                                 DataType::kUint8,
-                                                 Device::Host()},
-                                          peer, 1));
-    }
-    const int windows = std::max(1, iters / f.window / 4);
+    const Buffer sink_buf{sink.data(), bytes, DataType::kUint8, Device::Host()};
     char ack = 0;
     const Buffer ack_buf{&ack, 1, DataType::kUint8, Device::Host()};
+    const int messages = std::max(f.window, iters / 4);
+    double bytes_moved = 0;
     start = absl::Now();
-    for (int i = 0; i < windows; ++i) {
-      RELAY_RETURN_IF_ERROR(Wait(comm.BatchSendRecv(ops)));
+    if (f.blocking) {
+      // Windows of --window sends in one batch, each window acknowledged
+      // (osu_bw's loop).
+      std::vector<P2POp> ops;
+      for (int w = 0; w < f.window; ++w) {
+        ops.push_back(me == 0 ? P2POp::Send(send, peer, 1)
+                              : P2POp::Recv(sink_buf, peer, 1));
+      }
+      const int windows = std::max(1, messages / f.window);
+      for (int i = 0; i < windows; ++i) {
+        RELAY_RETURN_IF_ERROR(Wait(comm.BatchSendRecv(ops)));
+        RELAY_RETURN_IF_ERROR(Wait(me == 0 ? comm.Recv(ack_buf, peer, 2)
+                                           : comm.Send(ack_buf, peer, 2)));
+      }
+      bytes_moved = static_cast<double>(bytes) * f.window * windows;
+    } else {
+      // ucx_perftest tag_bw's loop: a sliding window of --window requests
+      // on each side (the sender posts the next send as soon as its oldest
+      // completes, the receiver keeps --window receives posted), and one
+      // acknowledgement at the end.
+      std::deque<Request> in_flight;
+      for (int i = 0; i < messages; ++i) {
+        if (static_cast<int>(in_flight.size()) == f.window) {
+          RELAY_RETURN_IF_ERROR(in_flight.front().Wait(absl::Seconds(60)));
+          in_flight.pop_front();
+        }
+        absl::StatusOr<Request> posted = me == 0 ? comm.Send(send, peer, 1)
+                                                 : comm.Recv(sink_buf, peer, 1);
+        if (!posted.ok()) return posted.status();
+        in_flight.push_back(*std::move(posted));
+      }
+      for (Request& r : in_flight) {
+        RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+      }
       RELAY_RETURN_IF_ERROR(Wait(me == 0 ? comm.Recv(ack_buf, peer, 2)
                                          : comm.Send(ack_buf, peer, 2)));
+      bytes_moved = static_cast<double>(bytes) * messages;
     }
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    const double gbps = static_cast<double>(bytes) * f.window * windows /
-                        seconds / 1e9;
+    const double gbps = bytes_moved / seconds / 1e9;
     if (me == 0) {
       std::printf("%12zu  %12.2f  %12.2f\n", bytes, latency_us, gbps);
       std::fflush(stdout);
