@@ -5,6 +5,7 @@
 // (the GPU work, where there is any, is only queued).
 //
 // Usage (GPU host): issue_cost [N]    (default 20000)
+#include <cuda.h>  // Types of the driver entry points only.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -93,6 +94,53 @@ int main(int argc, char** argv) {
   }, blocking);
   ncclResult_t async;
   Time("ncclCommGetAsyncError", n, [&] { ncclCommGetAsyncError(comm, &async); }, blocking);
+  // A completion marker without an event: the GPU writes a counter in
+  // host-mapped memory after the work (a stream memory operation), so
+  // whether work finished is a memory read instead of cudaEventQuery.
+  // Through the driver's entry point, so nothing links libcuda.
+  using WriteValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  using WaitValue64 = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  void* write_fn = nullptr;
+  void* wait_fn = nullptr;
+  cudaDriverEntryPointQueryResult found;
+  uint64_t* counter = nullptr;
+  void* counter_on_device = nullptr;
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", &write_fn, 12000,
+                                       cudaEnableDefault, &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess &&
+      cudaGetDriverEntryPointByVersion("cuStreamWaitValue64", &wait_fn, 12000,
+                                       cudaEnableDefault, &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess &&
+      cudaHostAlloc(reinterpret_cast<void**>(&counter), sizeof(uint64_t),
+                    cudaHostAllocMapped) == cudaSuccess &&
+      cudaHostGetDevicePointer(&counter_on_device, counter, 0) == cudaSuccess) {
+    *counter = 0;
+    const auto write = reinterpret_cast<WriteValue64>(write_fn);
+    const auto wait = reinterpret_cast<WaitValue64>(wait_fn);
+    const auto where = reinterpret_cast<CUdeviceptr>(counter_on_device);
+    uint64_t value = 0;
+    Time("cuStreamWriteValue64 (host-mapped counter)", n, [&] {
+      write(reinterpret_cast<CUstream>(blocking), where, ++value, 0);
+    }, blocking);
+    Time("ncclAllReduce 8 B + cuStreamWriteValue64", n, [&] {
+      ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, comm, blocking);
+      write(reinterpret_cast<CUstream>(blocking), where, ++value, 0);
+    }, blocking);
+    Time("cuStreamWaitValue64 (reached value)", n, [&] {
+      wait(reinterpret_cast<CUstream>(nonblocking), where, 1,
+           CU_STREAM_WAIT_VALUE_GEQ);
+    }, nonblocking);
+    volatile uint64_t seen = 0;
+    Time("read of the host-mapped counter", n, [&] {
+      seen = *static_cast<volatile uint64_t*>(counter);
+    }, blocking);
+    std::printf("# counter after the writes: %llu (expected %llu)\n",
+                static_cast<unsigned long long>(*counter),
+                static_cast<unsigned long long>(value));
+  } else {
+    std::printf("# stream memory operations: not available (%s)\n",
+                cudaGetErrorString(cudaGetLastError()));
+  }
   ncclCommDestroy(comm);
   return 0;
 }

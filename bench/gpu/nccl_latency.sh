@@ -23,6 +23,18 @@
 #                           on it: no event, no wait)
 #     relay-on-legacy       the legacy default stream, kOnStream
 #     diag-on-stream-noptr  relay-on-stream without the pointer checks
+#     diag-on-stream-lazy-watchdog
+#                           relay-on-stream with the watchdog looking at its
+#                           pending requests (cudaEventQuery) at most every
+#                           WATCHDOG_PAUSE_US (default 5000) instead of 50 us
+#     diag-on-stream-no-watch
+#                           relay-on-stream with no request handed to the
+#                           watchdog (they complete when waited on)
+#     baseline-on-stream    relay-on-stream with the collectives binary at
+#                           $BASELINE
+#     raw-event             raw NCCL recording one CUDA event after every
+#                           call, as relay does (nccl_collectives
+#                           --event-per-call 1)
 #     baseline, baseline-own-stream
 #                           relay and relay-own-stream with the collectives
 #                           binary at $BASELINE (another build: an A/B of a
@@ -69,8 +81,23 @@ run_variant() {  # variant collective round
     relay-on-legacy) stream=default; order=on ;;
     baseline) bin="${BASELINE:?}"; stream=default ;;
     baseline-own-stream) bin="${BASELINE:?}" ;;
+    baseline-on-stream) bin="${BASELINE:?}"; order=on ;;
+    diag-on-stream-no-watch)
+      bin="$here/collectives_diag"; order=on; env=(RELAY_NCCL_DIAG_NO_WATCH=1) ;;
     diag-on-stream-noptr)
       bin="$here/collectives_diag"; order=on; env=(RELAY_NCCL_DIAG_NOPTR=1) ;;
+    diag-on-stream-lazy-watchdog)
+      bin="$here/collectives_diag"; order=on
+      env=(RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US="${WATCHDOG_PAUSE_US:-5000}") ;;
+    raw-event)
+      if [ "${PROCESSES:-0}" = 1 ]; then
+        "${launch[@]}" "$here/nccl_collectives" "${sweep[@]}" --collective "$c" --event-per-call 1 \
+          --id-file "$out/nccl_id_${v}_${c}_$k" --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
+      else
+        "$here/nccl_collectives" "${sweep[@]}" -t 1 --collective "$c" --event-per-call 1 \
+          --json "$out/${v}_${c}_$k.json" >"$out/${v}_${c}_$k.txt"
+      fi
+      return ;;
     *) echo "nccl_latency.sh: unknown variant $v" >&2; exit 2 ;;
   esac
   env "${env[@]}" "${launch[@]}" "$bin" "${sweep[@]}" --transport nccl "${ranks[@]}" \

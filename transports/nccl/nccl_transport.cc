@@ -85,13 +85,27 @@ constexpr size_t kDefaultRingEdgeBytes = size_t{48} << 20;
 // (bench/gpu/nccl_latency.sh). Never in a normal build: some are unsafe.
 //   RELAY_NCCL_DIAG_NOPTR=1  skip the pointer checks in CheckMemory
 //                            (cached verdicts included)
+//   RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US=N
+//                            the watchdog sleeps at least N us between
+//                            looks at pending requests (its cudaEventQuery
+//                            calls), instead of kWatchdogMinPause
+//   RELAY_NCCL_DIAG_NO_WATCH=1
+//                            requests are not handed to the watchdog: they
+//                            complete only when waited on or tested (no
+//                            OnDone without a waiter, no timeouts)
 struct DiagSwitches {
   bool no_pointer_check = false;
+  std::chrono::microseconds watchdog_min_pause{0};
+  bool no_watch = false;
 };
 const DiagSwitches& Diag() {
   static const DiagSwitches d = [] {
     DiagSwitches s;
     if (const char* v = std::getenv("RELAY_NCCL_DIAG_NOPTR")) s.no_pointer_check = *v == '1';
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US")) {
+      s.watchdog_min_pause = std::chrono::microseconds(std::atoi(v));
+    }
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_NO_WATCH")) s.no_watch = *v == '1';
     return s;
   }();
   return d;
@@ -412,7 +426,11 @@ void Core::WatchdogLoop() {
   // none does. Never zero: a watchdog that looked again at once spun on
   // cudaEventQuery while anything was queued, and its driver calls slowed
   // the thread enqueueing the next operation.
-  auto pause = kWatchdogMinPause;
+  auto min_pause = kWatchdogMinPause;
+#ifdef RELAY_NCCL_DIAG
+  if (Diag().watchdog_min_pause.count() > 0) min_pause = Diag().watchdog_min_pause;
+#endif
+  auto pause = min_pause;
   while (true) {
     std::shared_ptr<NcclRequest> expired;
     {
@@ -423,7 +441,7 @@ void Core::WatchdogLoop() {
         watch_cv.wait_for(lock, kWatchdogPeriod,
                           [&] { return stopping || !pending.empty(); });
         watchdog_idle = false;
-        pause = kWatchdogMinPause;
+        pause = min_pause;
       } else {
         watch_cv.wait_for(lock, pause, [&] { return stopping; });
       }
@@ -477,9 +495,10 @@ void Core::WatchdogLoop() {
       if (query_failed) {
         while (!pending.empty() && pending.front()->done()) pending.pop_front();
       }
-      pause = finished > 0 ? kWatchdogMinPause
-                           : std::min<std::chrono::microseconds>(
-                                 2 * pause, kWatchdogPeriod);
+      pause = finished > 0 ? min_pause
+                           : std::clamp<std::chrono::microseconds>(
+                                 2 * pause, min_pause,
+                                 std::max(kWatchdogPeriod, min_pause));
       const absl::Time now = FastNow();
       if (now > earliest_deadline) {
         earliest_deadline = absl::InfiniteFuture();
@@ -879,6 +898,9 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   }
   auto request =
       std::make_shared<NcclRequest>(core_, done, deadline, what, sequence);
+#ifdef RELAY_NCCL_DIAG
+  if (Diag().no_watch) return Request(std::move(request));
+#endif
   c.Watch(request);
   return Request(std::move(request));
 }
