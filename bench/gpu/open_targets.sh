@@ -6,18 +6,24 @@
 # the host has them) 4, from the folder bench/gpu/build.sh filled. Device
 # time is scarce: the order puts what decides a target first, and each step
 # is cut off at its limit rather than let one step eat the lease; the
-# limits add up to 580 s, inside one 600 s device call. Writes
+# limits add up to 580 s with 4 GPUs, inside one 600 s device call. Writes
 # everything under OUT_DIR and packs it into OUT_DIR.tgz at the end (a
 # device tool fetches a few files, not a tree).
 #
 #   1. device_reduce_test, nccl_transport_test (conformance on 2 and 4
 #      GPUs as threads, Split over ncclCommSplit, bad input, deadlines)
 #      and loopback_device_test (loopback on device memory)
-#   2. relay's ring against native all_reduce (ring_over_nccl.sh), also
-#      with the reductions' grid at each REDUCE_BLOCKS (0: full)
-#   3. NCCL's point-to-point bandwidth by message size, the ring's ceiling,
+#   2. relay's ring against native all_reduce (ring_over_nccl.sh) at the
+#      default reduction blocks (32), also with each REDUCE_BLOCKS listed
+#      (0: a full grid); on 4 GPUs also over the ring-edge communicators
+#      (RELAY_NCCL_RING_EDGES=1, ring_4gpu_edges), which were measured on 4
+#      GPUs only with 16 blocks and before the 48 MiB threshold
+#   3. native all_to_all on the point-to-point communicator against the
+#      collectives' one on every GPU (p2p_comm_collectives.sh, 2 rounds),
+#      measured on 2 GPUs only
+#   4. NCCL's point-to-point bandwidth by message size, the ring's ceiling,
 #      under each of NCCL's channel settings in P2P_ENVS (p2p_by_size.sh)
-#   4. with LATENCY=1, the time relay adds to small calls
+#   5. with LATENCY=1, the time relay adds to small calls
 #      (nccl_latency.sh; legacy stream, own stream, and own stream with
 #      StreamOrder::kOnStream), against raw NCCL and against BASELINE (another
 #      build's collectives) if given; its 140 s do not fit the 580 s with
@@ -25,7 +31,7 @@
 #
 # Usage: open_targets.sh OUT_DIR
 # Environment: BASELINE (path of another build's collectives binary),
-#   REDUCE_BLOCKS (default "0"), P2P_ENVS (default
+#   REDUCE_BLOCKS (default none), P2P_ENVS (default
 #   "NCCL_MIN_P2P_NCHANNELS=64 NCCL_P2P_NVL_CHUNKSIZE=131072"), LATENCY (default
 #   0), LIMIT_SCALE (default 1: multiply every step's time limit).
 set -uo pipefail
@@ -47,10 +53,17 @@ for n in 2 4; do
   [ "$n" -le "$all" ] || continue
   devices=$(seq -s, 0 $((n - 1)))
   step "ring_${n}gpu" 70 env CUDA_VISIBLE_DEVICES="$devices" CHECK=0 \
-    MIN_SIZE=256M DEPTHS=2 REDUCE_BLOCKS="${REDUCE_BLOCKS:-0}" \
+    MIN_SIZE=256M DEPTHS=2 REDUCE_BLOCKS="${REDUCE_BLOCKS:-}" \
     "$here/ring_over_nccl.sh" "$out/ring_${n}gpu" 1
+  if [ "$n" = 4 ]; then
+    step ring_4gpu_edges 70 env CUDA_VISIBLE_DEVICES="$devices" CHECK=0 \
+      RELAY_NCCL_RING_EDGES=1 MIN_SIZE=256M DEPTHS=2 \
+      "$here/ring_over_nccl.sh" "$out/ring_4gpu_edges" 1
+  fi
 done
-step p2p_by_size 220 env \
+step p2p_comm_collectives 60 "$here/p2p_comm_collectives.sh" "$out/p2p_comm" 2
+tail -n 12 "$out/p2p_comm_collectives.log"
+step p2p_by_size 90 env \
   P2P_ENVS="${P2P_ENVS-NCCL_MIN_P2P_NCHANNELS=64 NCCL_P2P_NVL_CHUNKSIZE=131072}" \
   "$here/p2p_by_size.sh" "$out/p2p"
 if [ "${LATENCY:-0}" = 1 ]; then
