@@ -77,7 +77,7 @@ if [ "${LATENCY:-0}" = 1 ]; then
   done
 fi
 tar czf "$out.tgz" -C "$(dirname "$out")" "$(basename "$out")"
-for f in "$out"/ring_*gpu/ratio_all_reduce.md; do
+for f in "$out"/ring_*/ratio_all_reduce.md; do
   [ -f "$f" ] && { echo "== $f"; grep -E "^###|^\| [0-9]" "$f" | cut -c1-100; }
 done
 for f in "$out"/latency_*gpu/added_all_reduce.md; do
