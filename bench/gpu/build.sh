@@ -24,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
 targets=(
+  //bench:added_latency
   //bench:collectives
   //bench:device_reduce
   //bench:issue_cost
@@ -36,15 +37,17 @@ targets=(
   //transports/loopback:loopback_device_test
   //transports/nccl:nccl_transport_test
 )
-# bench/collectives again with the NCCL transport's diagnostic switches
-# (RELAY_NCCL_DIAG_*, see nccl_latency.sh): only that file is compiled
-# again.
+# bench/collectives and bench/added_latency again with the NCCL transport's
+# diagnostic switches (RELAY_NCCL_DIAG_*, see nccl_latency.sh): only that
+# file is compiled again.
 bazel build --define=relay_ucx=off --define=relay_static_deps=on \
   --per_file_copt=transports/nccl/nccl_transport.cc@-DRELAY_NCCL_DIAG \
-  //bench:collectives >&2
+  //bench:collectives //bench:added_latency >&2
 mkdir -p "$out"
-cp -f bazel-bin/bench/collectives "$out/collectives_diag"
-chmod u+w "$out/collectives_diag"
+for b in collectives added_latency; do
+  cp -f "bazel-bin/bench/$b" "$out/${b}_diag"
+  chmod u+w "$out/${b}_diag"
+done
 bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2
 for t in "${targets[@]}"; do
   path="bazel-bin/$(sed 's|^//||; s|:|/|' <<<"$t")"

@@ -9,7 +9,7 @@
 #
 # Usage: bench/gpu/stage.sh [--from DIR] OUT_DIR [FILE...]
 #   --from DIR  the built folder (default gpu_bin)
-#   FILE...     names inside it (default: every file but collectives_diag,
+#   FILE...     names inside it (default: every file but the *_diag builds,
 #               issue_cost and stream_op_cost, and not the torch/ folder)
 # Example:
 #   bench/gpu/build.sh gpu_bin
@@ -29,7 +29,7 @@ files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
   for f in "$from"/*; do
     [ -f "$f" ] || continue
-    case "$(basename "$f")" in collectives_diag|issue_cost|stream_op_cost) continue ;; esac
+    case "$(basename "$f")" in collectives_diag|added_latency_diag|issue_cost|stream_op_cost) continue ;; esac
     files+=("$(basename "$f")")
   done
 fi

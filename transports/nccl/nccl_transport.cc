@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -93,10 +94,15 @@ constexpr size_t kDefaultRingEdgeBytes = size_t{48} << 20;
 //                            requests are not handed to the watchdog: they
 //                            complete only when waited on or tested (no
 //                            OnDone without a waiter, no timeouts)
+//   RELAY_NCCL_DIAG_PROFILE=1
+//                            Launch times its parts on the host clock and
+//                            each transport prints the mean per call to
+//                            stderr when it is destroyed (LaunchProfile)
 struct DiagSwitches {
   bool no_pointer_check = false;
   std::chrono::microseconds watchdog_min_pause{0};
   bool no_watch = false;
+  bool profile = false;
 };
 const DiagSwitches& Diag() {
   static const DiagSwitches d = [] {
@@ -106,10 +112,39 @@ const DiagSwitches& Diag() {
       s.watchdog_min_pause = std::chrono::microseconds(std::atoi(v));
     }
     if (const char* v = std::getenv("RELAY_NCCL_DIAG_NO_WATCH")) s.no_watch = *v == '1';
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_PROFILE")) s.profile = *v == '1';
     return s;
   }();
   return d;
 }
+
+// RELAY_NCCL_DIAG_PROFILE: the host time of Launch's parts, summed over
+// calls by the one thread that posts to a transport (the benchmarks'),
+// printed when the transport's core is destroyed.
+struct LaunchProfile {
+  static constexpr int kParts = 6;
+  static constexpr const char* kNames[kParts] = {
+      "device+event", "lock", "order+enqueue", "done event",
+      "unlock+request", "watch"};
+  int64_t ns[kParts] = {};
+  int64_t calls = 0;
+  std::chrono::steady_clock::time_point last;
+  void Start() { last = std::chrono::steady_clock::now(); }
+  void Mark(int part) {
+    const auto now = std::chrono::steady_clock::now();
+    ns[part] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count();
+    last = now;
+  }
+  void Print(int rank) const {
+    if (calls == 0) return;
+    std::string line = absl::StrCat("nccl launch profile, rank ", rank, ", ",
+                                    calls, " calls, ns per call:");
+    for (int i = 0; i < kParts; ++i) {
+      absl::StrAppend(&line, " ", kNames[i], " ", ns[i] / calls);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+};
 #endif
 
 absl::StatusOr<ncclDataType_t> NcclType(DataType t) {
@@ -306,8 +341,14 @@ struct Core {
   // The watchdog's scratch, kept to avoid allocating on every look.
   std::vector<cudaEvent_t> probe_events;
   std::vector<std::shared_ptr<NcclRequest>> completing;
+#ifdef RELAY_NCCL_DIAG
+  LaunchProfile profile;  // Written by the posting thread.
+#endif
 
   ~Core() {
+#ifdef RELAY_NCCL_DIAG
+    if (Diag().profile) profile.Print(rank);
+#endif
     if (!comm_aborted) {
       for (ncclComm_t c : OwnedComms()) ncclCommDestroy(c);
     }
@@ -833,14 +874,28 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                                               uint64_t sequence,
                                               Enqueue&& enqueue) {
   Core& c = *core_;
+#ifdef RELAY_NCCL_DIAG
+  const bool profiling = Diag().profile;
+  auto mark = [&](int part) {
+    if (profiling) c.profile.Mark(part);
+  };
+  if (profiling) {
+    c.profile.Start();
+    ++c.profile.calls;
+  }
+#else
+  auto mark = [](int) {};
+#endif
   // Events and stream belong to the communicator's GPU; the calling thread
   // may have another one current.
   device_runtime::ScopedDevice on_device(c.device);
   RELAY_ASSIGN_OR_RETURN(cudaEvent_t done, c.events.Get());
+  mark(0);
   absl::Status queued;
   absl::Status aborted;  // The abort's reason, once aborted.
   {
     std::lock_guard<std::timed_mutex> lock(c.enqueue_mu);
+    mark(1);
     if (c.aborted.load(std::memory_order_acquire)) {
       // Transport::Abort's contract: a later post completes at once with
       // the abort's reason (a peer's loss stays a loss), not a misuse error.
@@ -879,9 +934,11 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                             "cudaStreamWaitEvent (the previous operation)");
       }
       if (queued.ok()) queued = enqueue(stream);
+      mark(2);
       if (queued.ok()) {
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
+      mark(3);
       if (queued.ok()) {
         c.last_stream = stream;
         c.last_done = done;
@@ -898,10 +955,12 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   }
   auto request =
       std::make_shared<NcclRequest>(core_, done, deadline, what, sequence);
+  mark(4);
 #ifdef RELAY_NCCL_DIAG
   if (Diag().no_watch) return Request(std::move(request));
 #endif
   c.Watch(request);
+  mark(5);
   return Request(std::move(request));
 }
 
