@@ -3,7 +3,8 @@
 #
 # The GPU correctness checks, on a GPU host, from the folder bench/gpu/build.sh
 # filled: the device kernels against the host ones, the NCCL transport's
-# tests with one process for every GPU (threads), and the conformance suite
+# tests with one process for every GPU (threads), the overlap example
+# (examples/overlap_streams), and the conformance suite
 # over NCCL with one process per GPU under relayrun, for 2 GPUs and for all
 # of them. Logs go to OUT_DIR; the last line says how many checks failed.
 #
@@ -30,6 +31,9 @@ check() {  # name, command...
 check device_reduce_test "$here/device_reduce_test"
 check nccl_transport_test "$here/nccl_transport_test"
 check loopback_device_test "$here/loopback_device_test"
+# Issue 4's overlap example on every GPU: the values checked after every
+# step, with no device-wide synchronize.
+check overlap_streams "$here/overlap_streams" --steps 20
 for n in 2 "$gpus"; do
   [ "$n" -ge 2 ] && [ "$n" -le "$gpus" ] || continue
   check "conformance_processes_$n" python3 "$here/relayrun" -n "$n" \
