@@ -16,8 +16,8 @@
 #   gpu_bin/compare_nccl.sh OUT           # relay's NCCL transport vs raw NCCL
 #   gpu_bin/torch_vs_nccl.sh OUT          # torch backend "relay" vs "nccl"
 #   gpu_bin/open_targets.sh OUT           # issue 4's open targets, one call
-# The folder holds about 61 MB, 16 of them the torch extension's sources,
-# close to what a device lease carries (64 MiB with the tree, or the lease
+# The folder holds about 88 MB, 16 of them the torch extension's sources,
+# more than a device lease carries (64 MiB with the tree, or the lease
 # is refused): bench/gpu/stage.sh copies the files a lease needs, stripped,
 # into a folder to carry.
 set -euo pipefail
