@@ -24,6 +24,7 @@
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
 #include "transports/nccl/finished_prefix.h"
+#include "transports/nccl/posted_list.h"
 #include "transports/nccl/nccl_status.h"
 #include "transports/nccl/ring_edges.h"
 
@@ -331,15 +332,10 @@ struct Core {
   absl::Status abort_reason;  // Guarded by abort_mu.
   bool comm_aborted = false;  // Guarded by abort_mu: ncclCommAbort ran.
 
-  // Requests posted since the watchdog last took them, newest first
-  // (linked through NcclRequest::next_posted, each holding itself in
-  // posted_ref): Watch pushes with one compare-exchange, and the watchdog
-  // takes the whole list at each look (TakePostedLocked). A mutex and a
-  // deque shared with the watchdog instead cost the posting thread 0.4-0.8
-  // us a call on 2 H100s (bench/gpu/added_latency, RELAY_NCCL_DIAG_PROFILE),
-  // the lock's and the deque's cache lines moving between the two threads'
-  // cores on every post.
-  std::atomic<NcclRequest*> posted{nullptr};
+  // Requests posted since the watchdog last took them (posted_list.h):
+  // Watch pushes, the watchdog takes them all at each look
+  // (TakePostedLocked).
+  PostedList<NcclRequest> posted;
   // Requests not yet complete, oldest first, for the watchdog.
   std::mutex watch_mu;
   std::condition_variable watch_cv;
@@ -353,7 +349,7 @@ struct Core {
   // The watchdog sleeps with nothing pending, and the next Watch must wake
   // it (only then: a wake-up is a system call, and one per operation cost
   // the enqueueing thread more than any CUDA call). Set under watch_mu;
-  // seq_cst against `posted`: either the watchdog sees the new request
+  // seq_cst, as `posted` is: either the watchdog sees the new request
   // before it sleeps, or the poster sees it asleep.
   std::atomic<bool> watchdog_idle{false};
   // The watchdog's scratch, kept to avoid allocating on every look.
@@ -426,8 +422,7 @@ class NcclRequest final : public RequestState {
 
   cudaEvent_t event() const { return done_event_; }
 
-  // While on Core::posted (Watch to TakePostedLocked): the next older
-  // request there, and this request's own reference.
+  // Core::posted's, while this request is on it (posted_list.h).
   NcclRequest* next_posted = nullptr;
   std::shared_ptr<NcclRequest> posted_ref;
 
@@ -454,13 +449,7 @@ class NcclRequest final : public RequestState {
 };
 
 void Core::Watch(std::shared_ptr<NcclRequest> request) {
-  NcclRequest* node = request.get();
-  node->posted_ref = std::move(request);
-  NcclRequest* head = posted.load(std::memory_order_relaxed);
-  do {
-    node->next_posted = head;
-  } while (!posted.compare_exchange_weak(head, node, std::memory_order_seq_cst,
-                                         std::memory_order_relaxed));
+  posted.Push(std::move(request));
   if (watchdog_idle.load(std::memory_order_seq_cst)) {
     // Under the lock, the watchdog is either before its predicate (which
     // sees the push) or asleep (and woken).
@@ -472,21 +461,10 @@ void Core::Watch(std::shared_ptr<NcclRequest> request) {
 }
 
 void Core::TakePostedLocked() {
-  NcclRequest* newest = posted.exchange(nullptr, std::memory_order_seq_cst);
-  NcclRequest* oldest = nullptr;
-  while (newest != nullptr) {  // Reversed: oldest first.
-    NcclRequest* older = newest->next_posted;
-    newest->next_posted = oldest;
-    oldest = newest;
-    newest = older;
-  }
-  while (oldest != nullptr) {
-    NcclRequest* next = oldest->next_posted;
-    oldest->next_posted = nullptr;
-    earliest_deadline = std::min(earliest_deadline, oldest->deadline());
-    pending.push_back(std::move(oldest->posted_ref));
-    oldest = next;
-  }
+  posted.TakeAll([this](std::shared_ptr<NcclRequest> r) {
+    earliest_deadline = std::min(earliest_deadline, r->deadline());
+    pending.push_back(std::move(r));
+  });
 }
 
 void Core::Abort(absl::Status why) {
@@ -536,10 +514,8 @@ void Core::WatchdogLoop() {
       if (pending.empty()) {
         earliest_deadline = absl::InfiniteFuture();
         watchdog_idle.store(true, std::memory_order_seq_cst);
-        watch_cv.wait_for(lock, kWatchdogPeriod, [&] {
-          return stopping ||
-                 posted.load(std::memory_order_seq_cst) != nullptr;
-        });
+        watch_cv.wait_for(lock, kWatchdogPeriod,
+                          [&] { return stopping || !posted.empty(); });
         watchdog_idle.store(false, std::memory_order_relaxed);
         pause = min_pause;
       } else {
