@@ -23,11 +23,13 @@
 #      measured on 2 GPUs only
 #   4. NCCL's point-to-point bandwidth by message size, the ring's ceiling,
 #      under each of NCCL's channel settings in P2P_ENVS (p2p_by_size.sh)
-#   5. with LATENCY=1, the time relay adds to small calls
-#      (nccl_latency.sh; legacy stream, own stream, and own stream with
-#      StreamOrder::kOnStream), against raw NCCL and against BASELINE (another
-#      build's collectives) if given; its 140 s do not fit the 580 s with
-#      the rest, so set LIMIT_SCALE or drop a step
+#   5. the time relay adds to small all_reduce calls (added_latency:
+#      raw NCCL, raw NCCL + an event, relay with kOnStream, in alternating
+#      blocks in one process) on 2 and on 4 GPUs; with LATENCY=1 also
+#      nccl_latency.sh (legacy stream, own stream, kOnStream against raw
+#      NCCL, and against BASELINE, another build's collectives, if given),
+#      whose 140 s do not fit the 580 s with the rest: set LIMIT_SCALE or
+#      drop a step
 #
 # Usage: open_targets.sh OUT_DIR
 # Environment: BASELINE (path of another build's collectives binary),
@@ -60,10 +62,13 @@ for n in 2 4; do
       RELAY_NCCL_RING_EDGES=1 MIN_SIZE=256M DEPTHS=2 \
       "$here/ring_over_nccl.sh" "$out/ring_4gpu_edges" 1
   fi
+  step "added_latency_${n}gpu" 20 env CUDA_VISIBLE_DEVICES="$devices" \
+    "$here/added_latency" -n 1000 -e 2K -f 4 -r 20
+  grep -v "^#" "$out/added_latency_${n}gpu.log"
 done
 step p2p_comm_collectives 60 "$here/p2p_comm_collectives.sh" "$out/p2p_comm" 2
 tail -n 12 "$out/p2p_comm_collectives.log"
-step p2p_by_size 90 env \
+step p2p_by_size 50 env \
   P2P_ENVS="${P2P_ENVS-NCCL_MIN_P2P_NCHANNELS=64 NCCL_P2P_NVL_CHUNKSIZE=131072}" \
   "$here/p2p_by_size.sh" "$out/p2p"
 if [ "${LATENCY:-0}" = 1 ]; then
