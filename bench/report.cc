@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -299,6 +300,13 @@ absl::Status CheckSweep(size_t min_bytes, size_t max_bytes, double factor) {
         min_bytes, ") is below the maximum (", max_bytes, "); got ", factor));
   }
   return absl::OkStatus();
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes,

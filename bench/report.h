@@ -170,6 +170,10 @@ std::vector<size_t> SizeSweep(size_t min_bytes, size_t max_bytes,
 // max_bytes, factor > 1 (and finite).
 absl::Status CheckSweep(size_t min_bytes, size_t max_bytes, double factor);
 
+// The median of `values` (the mean of the middle two for an even count;
+// 0 for none): what the GPU benchmarks quote over their rounds.
+double Median(std::vector<double> values);
+
 // A byte count as nccl-tests' flags take it: digits, then optionally one of
 // K, M, G (powers of 1024, either case), then optionally B:
 // "8", "1K", "64M", "1G", "1KB", "2mb". Anything else (empty, signs, spaces,

@@ -80,6 +80,14 @@ TEST(BusBwFactorTest, EveryNamedCollectiveIsKnown) {
   EXPECT_FALSE(IsKnownCollective(""));
 }
 
+TEST(MedianTest, MiddleValueOrMeanOfTheMiddleTwo) {
+  EXPECT_EQ(Median({}), 0);
+  EXPECT_EQ(Median({7.5}), 7.5);
+  EXPECT_EQ(Median({9, 1, 4}), 4);          // Unsorted input.
+  EXPECT_EQ(Median({10, -2, 3, 6}), 4.5);   // (3 + 6) / 2.
+  EXPECT_EQ(Median({1, 1, 100, 2, 50}), 2);  // Outliers do not move it.
+}
+
 TEST(AlgBwTest, GigabytesPerSecond) {
   EXPECT_DOUBLE_EQ(AlgBw(1000000000, 1e6), 1.0);  // 1 GB in 1 s.
   EXPECT_DOUBLE_EQ(AlgBw(8000, 1.0), 8.0);        // 8 KB in 1 us.

@@ -112,12 +112,6 @@ absl::Status Nccl(ncclResult_t r, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", ncclGetErrorString(r)));
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // The three sides of a round.
 enum Side { kRaw = 0, kRawEvent = 1, kRelay = 2, kSides = 3 };
 
@@ -338,7 +332,7 @@ int Main(int argc, char** argv) {
     std::vector<double> d;
     for (size_t k = 0; k < raw.size(); ++k) d.push_back(side[k] - raw[k]);
     std::sort(d.begin(), d.end());
-    return Spread{Median(d), d[d.size() / 4], d[(d.size() * 3) / 4]};
+    return Spread{bench::Median(d), d[d.size() / 4], d[(d.size() * 3) / 4]};
   };
   for (size_t i = 0; i < sizes.size(); ++i) {
     const Rounds& r0 = results[0][i];
@@ -346,9 +340,9 @@ int Main(int argc, char** argv) {
     const Spread ev = added(r0.time[kRawEvent], r0.time[kRaw]);
     std::printf("%9zu %7.2f %7.2f %7.2f %+6.2f(%+5.2f..%+5.2f) "
                 "%+6.2f(%+5.2f..%+5.2f) %9.2f %+9.2f %+9.2f\n",
-                sizes[i], Median(r0.time[kRaw]), Median(r0.time[kRawEvent]),
-                Median(r0.time[kRelay]), rl.median, rl.p25, rl.p75, ev.median,
-                ev.p25, ev.p75, Median(r0.issue[kRaw]),
+                sizes[i], bench::Median(r0.time[kRaw]), bench::Median(r0.time[kRawEvent]),
+                bench::Median(r0.time[kRelay]), rl.median, rl.p25, rl.p75, ev.median,
+                ev.p25, ev.p75, bench::Median(r0.issue[kRaw]),
                 added(r0.issue[kRelay], r0.issue[kRaw]).median,
                 added(r0.issue[kRawEvent], r0.issue[kRaw]).median);
   }

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/report.h"
 #include "bench/thread_barrier.h"
 
 namespace {
@@ -42,11 +43,6 @@ const char* const kNames[kVariants] = {"raw", "+done", "+wait legacy",
 struct Sample {
   double call_us = 0, issue_us = 0;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -124,15 +120,15 @@ int main(int argc, char** argv) {
   std::printf("%-14s %12s %12s %14s\n", "variant", "us/call", "added us", "host us/call");
   std::vector<double> raw;
   for (const Sample& s : samples[kRaw]) raw.push_back(s.call_us);
-  const double base = Median(raw);
+  const double base = relay::bench::Median(raw);
   for (int v = 0; v < kVariants; ++v) {
     std::vector<double> call, issue;
     for (const Sample& s : samples[v]) {
       call.push_back(s.call_us);
       issue.push_back(s.issue_us);
     }
-    const double m = Median(call);
-    std::printf("%-14s %12.2f %+12.2f %14.2f\n", kNames[v], m, m - base, Median(issue));
+    const double m = relay::bench::Median(call);
+    std::printf("%-14s %12.2f %+12.2f %14.2f\n", kNames[v], m, m - base, relay::bench::Median(issue));
   }
   return 0;
 }

@@ -24,8 +24,8 @@
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
 #include "transports/nccl/finished_prefix.h"
-#include "transports/nccl/posted_list.h"
 #include "transports/nccl/nccl_status.h"
+#include "transports/nccl/posted_list.h"
 #include "transports/nccl/ring_edges.h"
 
 namespace relay {
