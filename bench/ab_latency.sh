@@ -22,11 +22,20 @@
 #   --algorithm A   default: each build's own choice
 #   BIN may be PATH@ALGORITHM: that build, forced to that algorithm (so one
 #   build's algorithms can be compared: BIN@ring BIN@direct)
+#   BIN may be `mpi` (loopback only): Open MPI's MPI collective on as many
+#   processes, timed the same way (bench/peers/mpi_collectives under
+#   mpirun; MPI_BIN names another build of it), or `mpi@K` with
+#   coll_tuned_allreduce_algorithm K (all_reduce; 0 = its default rules)
+#
+# Besides each side's median, prints each side's median ratio to the first
+# BIN within the same round: the VM's phase moves both sides of a round
+# together, so the paired ratio is steadier than a ratio of medians.
 #
 # Example (the build before a change against the current one):
 #   git stash; bazel build //bench:collectives; cp bazel-bin/bench/collectives /tmp/before
 #   git stash pop; bazel build //bench:collectives
 #   bench/ab_latency.sh --ranks 2 /tmp/before bazel-bin/bench/collectives
+#   bench/ab_latency.sh --rounds 10 --bytes 256 bazel-bin/bench/collectives mpi
 set -euo pipefail
 
 ranks=2 rounds=5 bytes=8 iters=20000 collective=all_reduce algorithm=""
@@ -56,24 +65,45 @@ case "$transport" in
     launch=("$(dirname "$0")/../tools/relayrun" -n "$ranks" --no-prefix --) ;;
   *) echo "ab_latency.sh: --transport is loopback or ucx, not $transport" >&2; exit 2 ;;
 esac
+mpi_bin="${MPI_BIN:-bazel-bin/bench/peers/mpi_collectives}"
 for b in "${bins[@]}"; do
+  if [[ "${b%@*}" == mpi ]]; then
+    [[ $transport == loopback ]] || { echo "ab_latency.sh: mpi compares with loopback runs only" >&2; exit 2; }
+    if [[ -z "${MPI_BIN:-}" ]]; then
+      bazel build -c opt //bench/peers:mpi_collectives >&2 || exit 1
+    fi
+    [[ -x "$mpi_bin" ]] || { echo "ab_latency.sh: $mpi_bin is not an executable" >&2; exit 2; }
+    continue
+  fi
   [[ -x "${b%@*}" ]] || { echo "ab_latency.sh: ${b%@*} is not an executable" >&2; exit 2; }
 done
 
-declare -A times
+declare -A times best
 for ((r = 1; r <= rounds; r++)); do
   for b in "${bins[@]}"; do
     bin="${b%@*}" alg="$algorithm"
     [[ "$b" == *@* ]] && alg="${b##*@}"
-    out="$("${launch[@]}" "$bin" --collective "$collective" \
-      --transport "$transport" $([[ $transport == loopback ]] && echo --ranks "$ranks") \
-      -b "$bytes" -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
-      ${alg:+--algorithm "$alg"})" || {
-      echo "ab_latency.sh: $b failed" >&2; exit 1; }
+    if [[ "$bin" == mpi ]]; then
+      mca=()
+      [[ "$b" == *@* ]] && mca=(--mca coll_tuned_use_dynamic_rules 1
+                               --mca coll_tuned_allreduce_algorithm "$alg")
+      out="$(mpirun --allow-run-as-root --oversubscribe -np "$ranks" "${mca[@]}" \
+        "$mpi_bin" --collective "$collective" -b "$bytes" -e "$bytes" \
+        -n "$iters" -w "$((iters / 10 + 1))" -c 0 2>/dev/null)" || {
+        echo "ab_latency.sh: $b failed" >&2; exit 1; }
+    else
+      out="$("${launch[@]}" "$bin" --collective "$collective" \
+        --transport "$transport" $([[ $transport == loopback ]] && echo --ranks "$ranks") \
+        -b "$bytes" -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
+        ${alg:+--algorithm "$alg"})" || {
+        echo "ab_latency.sh: $b failed" >&2; exit 1; }
+    fi
     # Data rows: time is column 6 (out of place) and 10 (in place); a
     # collective with no in-place form (all_to_all, barrier) prints N/A
     # there, which is left out.
     times[$b]+="$(awk '/^ +[0-9]+ /{printf "%s ", $6; if ($10 != "N/A") printf "%s ", $10}' <<<"$out")"
+    # The round's better of out of place and in place, for the paired ratio.
+    best[$b]+="$(awk '/^ +[0-9]+ /{b = $6; if ($10 != "N/A" && $10 < b) b = $10; printf "%s ", b}' <<<"$out")"
   done
   echo "round $r/$rounds done" >&2
 done
@@ -82,4 +112,17 @@ for b in "${bins[@]}"; do
   printf '%s: median %s us (all: %s)\n' "$b" \
     "$(tr ' ' '\n' <<<"${times[$b]}" | grep . | sort -g |
        awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')" "${times[$b]}"
+done
+first="${bins[0]}"
+for b in "${bins[@]:1}"; do
+  # Median over rounds of (this side / the first), each round's better of
+  # out of place and in place.
+  printf '%s / %s, paired by round: median %s (rounds: %s)\n' "$b" "$first" \
+    "$(paste <(tr ' ' '\n' <<<"${best[$b]}" | grep .) \
+             <(tr ' ' '\n' <<<"${best[$first]}" | grep .) |
+       awk '$2 > 0 {printf "%.3f\n", $1 / $2}' | sort -g |
+       awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')" \
+    "$(paste <(tr ' ' '\n' <<<"${best[$b]}" | grep .) \
+             <(tr ' ' '\n' <<<"${best[$first]}" | grep .) |
+       awk '$2 > 0 {printf "%.2f ", $1 / $2}')"
 done

@@ -276,14 +276,22 @@ absl::StatusOr<Request> Communicator::StartCollective(
     }
   }
 
+  // RELAY_DIAG_NO_TELEMETRY: a measuring build only, to price the flight
+  // record and metrics per call (no flight record, no metrics): build with
+  // --per_file_copt=runtime/communicator.cc@-DRELAY_DIAG_NO_TELEMETRY
+  // (bench/results/2026-11-26-loopback-small-vs-mpi-paired.md).
+#ifndef RELAY_DIAG_NO_TELEMETRY
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
+#endif
   absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.
+#ifndef RELAY_DIAG_NO_TELEMETRY
     telemetry_->Started(ticket, *started);
   } else {
     telemetry_->Refused(ticket, started.status());
+#endif
   }
   return started;
 }
