@@ -69,6 +69,9 @@ mpi_bin="${MPI_BIN:-bazel-bin/bench/peers/mpi_collectives}"
 for b in "${bins[@]}"; do
   if [[ "${b%@*}" == mpi ]]; then
     [[ $transport == loopback ]] || { echo "ab_latency.sh: mpi compares with loopback runs only" >&2; exit 2; }
+    if [[ "$b" == *@* && $collective != all_reduce ]]; then
+      echo "ab_latency.sh: $b sets Open MPI's all_reduce algorithm; --collective is $collective" >&2; exit 2
+    fi
     if [[ -z "${MPI_BIN:-}" ]]; then
       bazel build -c opt //bench/peers:mpi_collectives >&2 || exit 1
     fi
