@@ -25,6 +25,7 @@ cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
 targets=(
   //bench:added_latency
+  //bench:clock_cost
   //bench:collectives
   //bench:device_reduce
   //bench:issue_cost

@@ -10,6 +10,7 @@
 # everything under OUT_DIR and packs it into OUT_DIR.tgz at the end (a
 # device tool fetches a few files, not a tree).
 #
+#   0. host.txt: the CPU, its clocksource and clock read costs (clock_cost)
 #   1. device_reduce_test, nccl_transport_test (conformance on 2 and 4
 #      GPUs as threads, Split over ncclCommSplit, bad input, deadlines)
 #      and loopback_device_test (loopback on device memory)
@@ -46,6 +47,13 @@ all=$(gpu_count)
 step() { timed_step "$out" "$@"; }  # name limit_s command...
 nvidia-smi -L >"$out/gpus.txt" 2>&1
 nvidia-smi topo -m >>"$out/gpus.txt" 2>&1
+# The host's CPU: what relay adds to a small call is host time, and it
+# doubles on the hosts where raw NCCL's own call takes 10 us instead of 6.
+{
+  lscpu | grep -E "Model name|^CPU\(s\)|Hypervisor"
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  "$here/clock_cost"
+} >"$out/host.txt" 2>&1
 step device_reduce_test 40 "$here/device_reduce_test"
 step nccl_transport_test 120 "$here/nccl_transport_test"
 tail -3 "$out/nccl_transport_test.log"
