@@ -201,7 +201,10 @@ class SlotExchange {
   // An Op's Request::Wait sleeps here once it stops polling: until a rank
   // writes a slot or aborts, or `timeout`.
   void SleepUntilWritten(std::chrono::nanoseconds timeout);
-  void Publish(Op& op);
+  // Writes this rank's slot for `exchange` (the next one to publish).
+  // `context` is what `input.fill` reads.
+  void Publish(uint64_t exchange, uint64_t tag, const ExchangeInput& input,
+               const void* context);
   // Exchanges AdvanceLocked ended, completed after mu_ is released (a
   // completion callback may start the next exchange).
   struct Completions {
