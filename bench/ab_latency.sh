@@ -22,8 +22,7 @@
 #   --algorithm A   default: each build's own choice
 #   BIN may be PATH@ALGORITHM: that build, forced to that algorithm (so one
 #   build's algorithms can be compared: BIN@ring BIN@direct)
-#   BIN may be `mpi` (loopback only): Open MPI's MPI collective on as many
-#   processes, timed the same way (bench/peers/mpi_collectives under
+#   BIN may be `mpi`: Open MPI's MPI collective on as many processes, timed the same way (bench/peers/mpi_collectives under
 #   mpirun; MPI_BIN names another build of it), or `mpi@K` with
 #   coll_tuned_allreduce_algorithm K (all_reduce; 0 = its default rules)
 #
@@ -68,7 +67,6 @@ esac
 mpi_bin="${MPI_BIN:-bazel-bin/bench/peers/mpi_collectives}"
 for b in "${bins[@]}"; do
   if [[ "${b%@*}" == mpi ]]; then
-    [[ $transport == loopback ]] || { echo "ab_latency.sh: mpi compares with loopback runs only" >&2; exit 2; }
     if [[ "$b" == *@* && $collective != all_reduce ]]; then
       echo "ab_latency.sh: $b sets Open MPI's all_reduce algorithm; --collective is $collective" >&2; exit 2
     fi
