@@ -20,6 +20,13 @@
 #                   every build (which must know the flag); default: none,
 #                   each build's own default
 #   --switches      also count context switches per run (perf stat)
+#   A SPEC of NAME=perftest runs `ucx_perftest -t tag_lat` (server and
+#   client, same size, round trips and UCX_TLS) as that side instead: the
+#   multi-process issue's latency reference, timed in the same rounds.
+#
+# Besides each side's median, prints each side's median difference from
+# the first SPEC within the same round (the VM moves both sides of a round
+# together).
 #
 # Example (the progress thread's cost, 2026-11-25):
 #   bazel build -c opt //bench:pingpong
@@ -50,8 +57,27 @@ if ((switches)) && ! command -v perf >/dev/null; then
 fi
 for spec in "${specs[@]}"; do
   bin="${spec#*=}"; bin="${bin%%,*}"
+  if [[ $bin == perftest ]]; then
+    command -v ucx_perftest >/dev/null || { echo "ab_pingpong.sh: ucx_perftest not found (tools/bootstrap.sh installs ucx-utils)" >&2; exit 2; }
+    continue
+  fi
   [[ -x "$bin" ]] || { echo "ab_pingpong.sh: $bin is not an executable" >&2; exit 2; }
 done
+# ucx_perftest's half round trip (us) for `bytes`, `iters` round trips.
+perftest_latency() {
+  local port=$((20000 + RANDOM % 20000))
+  ucx_perftest -p "$port" -t tag_lat -s "$1" -n "$2" >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.5
+  ucx_perftest 127.0.0.1 -p "$port" -t tag_lat -s "$1" -n "$2" 2>/dev/null |
+    awk '/^Final:/ {print $4}'
+  wait "$server" || true
+}
+to_bytes() {  # 32K -> 32768
+  local v="$1" m=1
+  case "$v" in *K) m=1024; v="${v%K}" ;; *M) m=1048576; v="${v%M}" ;; esac
+  echo $((v * m))
+}
 export UCX_TLS="${UCX_TLS:-shm,self}"
 
 results="$(mktemp)"
@@ -63,12 +89,17 @@ for ((round = 1; round <= rounds; ++round)); do
     [[ $rest == *,* ]] && IFS=',' read -r -a envs <<< "${rest#*,}"
     run=(env "${envs[@]}" tools/relayrun -n 2 --no-prefix -- "$bin"
          -b "$bytes" -e "$bytes" -n "$iters" "${pattern[@]}")
-    if ((switches)); then
-      out="$(perf stat -x, -e context-switches -- "${run[@]}" 2>&1)"
+    if [[ $bin == perftest ]]; then
+      out=""
+      latency="$(env "${envs[@]}" bash -c "$(declare -f perftest_latency); perftest_latency $(to_bytes "$bytes") $iters")"
     else
-      out="$("${run[@]}" 2>&1)"
+      if ((switches)); then
+        out="$(perf stat -x, -e context-switches -- "${run[@]}" 2>&1)"
+      else
+        out="$("${run[@]}" 2>&1)"
+      fi
+      latency="$(awk '!/^#/ && NF == 3 {print $2}' <<< "$out")"
     fi
-    latency="$(awk '!/^#/ && NF == 3 {print $2}' <<< "$out")"
     [[ -n $latency ]] || { echo "ab_pingpong.sh: $name failed:" >&2; echo "$out" >&2; exit 1; }
     cs="$(awk -F, '/context-switches/ {print $1}' <<< "$out")"
     echo "$name $latency ${cs:--}" >> "$results"
@@ -91,4 +122,9 @@ for name in order:
     if cs[name]:
         row += f"  context switches (median) {statistics.median(cs[name]):7.0f}"
     print(row + "  rounds: " + " ".join(f"{v:.2f}" for v in lat[name]))
+first = order[0]
+for name in order[1:]:
+    d = [a - b for a, b in zip(lat[name], lat[first])]
+    print(f"{name:>12} - {first}, paired by round: median {statistics.median(d):+.2f} us"
+          "  rounds: " + " ".join(f"{v:+.2f}" for v in d))
 EOF
