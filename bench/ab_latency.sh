@@ -22,8 +22,9 @@
 #   --algorithm A   default: each build's own choice
 #   BIN may be PATH@ALGORITHM: that build, forced to that algorithm (so one
 #   build's algorithms can be compared: BIN@ring BIN@direct)
-#   BIN may be `mpi`: Open MPI's MPI collective on as many processes, timed the same way (bench/peers/mpi_collectives under
-#   mpirun; MPI_BIN names another build of it), or `mpi@K` with
+#   BIN may be `mpi`: Open MPI's MPI collective on as many processes,
+#   timed the same way (bench/peers/mpi_collectives under mpirun; MPI_BIN
+#   names another build of it), or `mpi@K` with
 #   coll_tuned_allreduce_algorithm K (all_reduce; 0 = its default rules)
 #
 # Besides each side's median, prints each side's median ratio to the first
