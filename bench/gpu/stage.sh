@@ -33,6 +33,14 @@ if [ ${#files[@]} -eq 0 ]; then
     files+=("$(basename "$f")")
   done
 fi
+# What a named file needs beside it: compare_nccl.py imports report_rows.py
+# (a lease that staged one without the other lost its ring ratios).
+for f in "${files[@]}"; do
+  case "$f" in
+    compare_nccl.py|plot_busbw.py)
+      [[ " ${files[*]} " == *" report_rows.py "* ]] || files+=(report_rows.py) ;;
+  esac
+done
 rm -rf "$out"
 mkdir -p "$out"
 for f in "${files[@]}"; do
