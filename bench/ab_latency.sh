@@ -117,14 +117,12 @@ for b in "${bins[@]}"; do
 done
 first="${bins[0]}"
 for b in "${bins[@]:1}"; do
-  # Median over rounds of (this side / the first), each round's better of
-  # out of place and in place.
+  # Each round's (this side / the first), each the round's better of out
+  # of place and in place; then their median.
+  ratios="$(paste <(tr ' ' '\n' <<<"${best[$b]}" | grep .) \
+                  <(tr ' ' '\n' <<<"${best[$first]}" | grep .) |
+            awk '$2 > 0 {printf "%.3f\n", $1 / $2}')"
   printf '%s / %s, paired by round: median %s (rounds: %s)\n' "$b" "$first" \
-    "$(paste <(tr ' ' '\n' <<<"${best[$b]}" | grep .) \
-             <(tr ' ' '\n' <<<"${best[$first]}" | grep .) |
-       awk '$2 > 0 {printf "%.3f\n", $1 / $2}' | sort -g |
-       awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')" \
-    "$(paste <(tr ' ' '\n' <<<"${best[$b]}" | grep .) \
-             <(tr ' ' '\n' <<<"${best[$first]}" | grep .) |
-       awk '$2 > 0 {printf "%.2f ", $1 / $2}')"
+    "$(sort -g <<<"$ratios" | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')" \
+    "$(awk '{printf "%.2f ", $1}' <<<"$ratios")"
 done

@@ -75,9 +75,17 @@ perftest_latency() {
 }
 to_bytes() {  # 32K -> 32768
   local v="$1" m=1
-  case "$v" in *K) m=1024; v="${v%K}" ;; *M) m=1048576; v="${v%M}" ;; esac
+  case "$v" in
+    *K) m=1024; v="${v%K}" ;; *M) m=1048576; v="${v%M}" ;; *G) m=1073741824; v="${v%G}" ;;
+  esac
   echo $((v * m))
 }
+# The round trips pingpong makes of `iters` at this size: it moves at most
+# about 1 GB per size (bench/pingpong.cc), and perftest is given as many.
+size_bytes="$(to_bytes "$bytes")"
+round_trips=$(( (1 << 30) / (size_bytes + 1) ))
+((round_trips > iters)) && round_trips=$iters
+((round_trips < 10)) && round_trips=10
 export UCX_TLS="${UCX_TLS:-shm,self}"
 
 results="$(mktemp)"
@@ -91,7 +99,8 @@ for ((round = 1; round <= rounds; ++round)); do
          -b "$bytes" -e "$bytes" -n "$iters" "${pattern[@]}")
     if [[ $bin == perftest ]]; then
       out=""
-      latency="$(env "${envs[@]}" bash -c "$(declare -f perftest_latency); perftest_latency $(to_bytes "$bytes") $iters")"
+      latency="$(for e in "${envs[@]}"; do export "$e"; done
+                 perftest_latency "$size_bytes" "$round_trips")"
     else
       if ((switches)); then
         out="$(perf stat -x, -e context-switches -- "${run[@]}" 2>&1)"

@@ -82,12 +82,14 @@ using ExchangeFinishFn = void (*)(absl::Span<const Contribution> all,
                                   const void* context);
 
 // Writes this rank's contribution, `bytes` bytes, into its slot, from the
-// context the rank passed to Start (a copy): for a contribution that is not
-// one range of memory. The all_reduce pipeline (collectives/shm.h) leaves
-// out the piece of its chunk that only this rank reads, which it reduces
-// from its own buffer instead. Runs once, when the exchange is published,
-// on whichever thread drives the queue; bytes of the slot it leaves
-// unwritten hold whatever was there. It must not block.
+// context the rank passed to Start (the caller's own when Start publishes
+// at once, else the op's copy; do not keep the pointer): for a
+// contribution that is not one range of memory. The all_reduce pipeline
+// (collectives/shm.h) leaves out the piece of its chunk that only this
+// rank reads, which it reduces from its own buffer instead. Runs once,
+// when the exchange is published, on whichever thread drives the queue;
+// bytes of the slot it leaves unwritten hold whatever was there. It must
+// not block.
 using ExchangeFillFn = void (*)(void* slot, size_t bytes, const void* context);
 
 // What a rank puts into its slot for an exchange: `bytes` bytes, copied

@@ -48,6 +48,7 @@
 #include "bench/report.h"
 #include "bench/thread_barrier.h"
 #include "relay.h"
+#include "transports/nccl/nccl_status.h"
 
 namespace relay {
 namespace {
@@ -103,15 +104,6 @@ Flags ParseFlags(int argc, char** argv) {
   return f;
 }
 
-absl::Status Cuda(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
-absl::Status Nccl(ncclResult_t r, const char* what) {
-  if (r == ncclSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(what, ": ", ncclGetErrorString(r)));
-}
-
 // The three sides of a round.
 enum Side { kRaw = 0, kRawEvent = 1, kRelay = 2, kSides = 3 };
 
@@ -134,21 +126,21 @@ class Rank {
   }
 
   absl::Status Init(const ncclUniqueId& id, std::shared_ptr<Store> store) {
-    RELAY_RETURN_IF_ERROR(Cuda(cudaSetDevice(rank_), "cudaSetDevice"));
-    RELAY_RETURN_IF_ERROR(Cuda(
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(rank_), "cudaSetDevice"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(
         cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
         "cudaStreamCreate"));
     const size_t most = f_.max_bytes * static_cast<size_t>(size_);
-    RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&send_, most), "cudaMalloc"));
-    RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&recv_, most), "cudaMalloc"));
-    RELAY_RETURN_IF_ERROR(Cuda(cudaMemset(send_, 0, most), "cudaMemset"));
-    RELAY_RETURN_IF_ERROR(Cuda(cudaMemset(recv_, 0, most), "cudaMemset"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&send_, most), "cudaMalloc"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&recv_, most), "cudaMalloc"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaMemset(send_, 0, most), "cudaMemset"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaMemset(recv_, 0, most), "cudaMemset"));
     RELAY_RETURN_IF_ERROR(
-        Nccl(ncclCommInitRank(&raw_, size_, id, rank_), "ncclCommInitRank"));
+        NcclStatus(ncclCommInitRank(&raw_, size_, id, rank_), "ncclCommInitRank"));
     // As relay's pool keeps them: created once, recorded in turn.
     events_.resize(64);
     for (cudaEvent_t& e : events_) {
-      RELAY_RETURN_IF_ERROR(Cuda(
+      RELAY_RETURN_IF_ERROR(CudaStatus(
           cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
           "cudaEventCreate"));
     }
@@ -168,7 +160,7 @@ class Rank {
   absl::Status Raw(size_t count) {
     void* out = f_.in_place ? send_ : recv_;
     if (f_.collective == "all_reduce") {
-      return Nccl(ncclAllReduce(send_, out, count, ncclFloat32, ncclSum, raw_,
+      return NcclStatus(ncclAllReduce(send_, out, count, ncclFloat32, ncclSum, raw_,
                                 stream_),
                   "ncclAllReduce");
     }
@@ -177,12 +169,12 @@ class Rank {
       const void* in = f_.in_place
                            ? static_cast<float*>(send_) + count * rank_
                            : send_;
-      return Nccl(ncclAllGather(in, out, count, ncclFloat32, raw_, stream_),
+      return NcclStatus(ncclAllGather(in, out, count, ncclFloat32, raw_, stream_),
                   "ncclAllGather");
     }
     const void* in = send_;
     void* to = f_.in_place ? static_cast<float*>(send_) + count * rank_ : recv_;
-    return Nccl(ncclReduceScatter(in, to, count, ncclFloat32, ncclSum, raw_,
+    return NcclStatus(ncclReduceScatter(in, to, count, ncclFloat32, ncclSum, raw_,
                                   stream_),
                 "ncclReduceScatter");
   }
@@ -220,14 +212,14 @@ class Rank {
       } else {
         RELAY_RETURN_IF_ERROR(Raw(count));
         if (side == kRawEvent) {
-          RELAY_RETURN_IF_ERROR(Cuda(
+          RELAY_RETURN_IF_ERROR(CudaStatus(
               cudaEventRecord(events_[next_event_++ % events_.size()], stream_),
               "cudaEventRecord"));
         }
       }
     }
     const auto queued = Clock::now();
-    RELAY_RETURN_IF_ERROR(Cuda(cudaStreamSynchronize(stream_), "sync"));
+    RELAY_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream_), "sync"));
     if (last.valid()) RELAY_RETURN_IF_ERROR(last.Wait());
     const auto end = Clock::now();
     *per_call =

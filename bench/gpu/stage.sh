@@ -5,7 +5,8 @@
 # filled into a git-ignored folder to carry (the device tool's `carry`),
 # stripping the binaries: a lease is refused before it starts when the
 # tree and the carried folders pass 64 MiB, and the unstripped folder alone
-# is about 60 MB. Name only the files the lease's command uses.
+# is about 88 MB. Name the files the lease's command uses; what they
+# run or import from the folder comes with them.
 #
 # Usage: bench/gpu/stage.sh [--from DIR] OUT_DIR [FILE...]
 #   --from DIR  the built folder (default gpu_bin)
@@ -33,13 +34,24 @@ if [ ${#files[@]} -eq 0 ]; then
     files+=("$(basename "$f")")
   done
 fi
-# What a named file needs beside it: compare_nccl.py imports report_rows.py
-# (a lease that staged one without the other lost its ring ratios).
-for f in "${files[@]}"; do
-  case "$f" in
-    compare_nccl.py|plot_busbw.py)
-      [[ " ${files[*]} " == *" report_rows.py "* ]] || files+=(report_rows.py) ;;
-  esac
+# And what they use beside them, to the end: a script's "$here/NAME"
+# (the built folder's files it runs or reads) and a Python script's
+# imports of the folder's modules. (A lease that staged compare_nccl.py
+# without report_rows.py, which it imports, lost its ring ratios.)
+uses() {  # FILE: the names in $from it refers to
+  head -c 4 "$from/$1" | grep -q "ELF" && return 0
+  { grep -o '\$here/[A-Za-z0-9_.]*' "$from/$1" | sed 's|^\$here/||'
+    sed -n 's/^\(from\|import\) \([A-Za-z0-9_]*\).*/\2.py/p' "$from/$1"
+  } | sort -u | while read -r name; do
+    [ -f "$from/$name" ] && echo "$name"
+  done
+  return 0
+}
+for ((i = 0; i < ${#files[@]}; i++)); do
+  [ -f "$from/${files[i]}" ] || continue  # Reported below.
+  for name in $(uses "${files[i]}"); do
+    [[ " ${files[*]} " == *" $name "* ]] || files+=("$name")
+  done
 done
 rm -rf "$out"
 mkdir -p "$out"
