@@ -22,6 +22,9 @@
 #   --algorithm A   default: each build's own choice
 #   BIN may be PATH@ALGORITHM: that build, forced to that algorithm (so one
 #   build's algorithms can be compared: BIN@ring BIN@direct)
+#   BIN may end in +blocking: that build timed through its blocking calls
+#   (bench/collectives --api blocking: Communicator::RunCollective), so
+#   BIN BIN+blocking compares the two forms of one build
 #   BIN may be `mpi`: Open MPI's MPI collective on as many processes,
 #   timed the same way (bench/peers/mpi_collectives under mpirun; MPI_BIN
 #   names another build of it), or `mpi@K` with
@@ -67,6 +70,7 @@ case "$transport" in
 esac
 mpi_bin="${MPI_BIN:-bazel-bin/bench/peers/mpi_collectives}"
 for b in "${bins[@]}"; do
+  b="${b%+blocking}"
   if [[ "${b%@*}" == mpi ]]; then
     if [[ "$b" == *@* && $collective != all_reduce ]]; then
       echo "ab_latency.sh: $b sets Open MPI's all_reduce algorithm; --collective is $collective" >&2; exit 2
@@ -83,8 +87,10 @@ done
 declare -A times best
 for ((r = 1; r <= rounds; r++)); do
   for b in "${bins[@]}"; do
-    bin="${b%@*}" alg="$algorithm"
-    [[ "$b" == *@* ]] && alg="${b##*@}"
+    side="${b%+blocking}" api=()
+    [[ "$side" != "$b" ]] && api=(--api blocking)
+    bin="${side%@*}" alg="$algorithm"
+    [[ "$side" == *@* ]] && alg="${side##*@}"
     if [[ "$bin" == mpi ]]; then
       mca=()
       [[ "$b" == *@* ]] && mca=(--mca coll_tuned_use_dynamic_rules 1
@@ -97,7 +103,7 @@ for ((r = 1; r <= rounds; r++)); do
       out="$("${launch[@]}" "$bin" --collective "$collective" \
         --transport "$transport" $([[ $transport == loopback ]] && echo --ranks "$ranks") \
         -b "$bytes" -e "$bytes" -n "$iters" -w "$((iters / 10 + 1))" \
-        ${alg:+--algorithm "$alg"})" || {
+        ${alg:+--algorithm "$alg"} "${api[@]}")" || {
         echo "ab_latency.sh: $b failed" >&2; exit 1; }
     fi
     # Data rows: time is column 6 (out of place) and 10 (in place); a

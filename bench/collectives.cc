@@ -93,6 +93,12 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      later work there does not wait for it; on: queued on
                      the stream itself, as NCCL's calls (no event and wait
                      of the transport's own)
+  --api async|blocking
+                     what each timed call is: async (default) starts it
+                     (Communicator::Collective) and waits for its request;
+                     blocking calls Communicator::RunCollective, which
+                     returns when it is done (MPI_Allreduce's form; every
+                     call blocks, on device memory too)
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -125,6 +131,7 @@ bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
   bool own_stream = false;
   StreamOrder stream_order = StreamOrder::kAfterStream;
   bool device_memory = false;  // --memory device
+  bool blocking = false;       // --api blocking
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -171,6 +178,8 @@ Flags ParseFlags(int argc, char** argv) {
                            : StreamOrder::kAfterStream;
     } else if (flag == "--memory") {
       f.device_memory = p.OneOf({"host", "device"}) == "device";
+    } else if (flag == "--api") {
+      f.blocking = p.OneOf({"async", "blocking"}) == "blocking";
     } else if (flag == "--json") {
       f.json = p.value();
     } else {
@@ -384,7 +393,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
         "memory here (a build without CUDA, or no GPU visible)"));
   }
   // A stream-ordered transport on device memory queues the timed calls.
-  const bool queued = on_device && caps.stream_ordered;
+  const bool queued = on_device && caps.stream_ordered && !f.blocking;
   Call call = MakeCall(kind, f, rank, count, in_place);
   DeviceMirror device;
   if (on_device) {
@@ -410,6 +419,11 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   auto run = [&](int iters) -> absl::Status {
     Request last;
     for (int i = 0; i < iters; ++i) {
+      if (f.blocking) {
+        RELAY_RETURN_IF_ERROR(comm.RunCollective(
+            kind, call.send_view, call.recv_view, f.op, f.root, options));
+        continue;
+      }
       RELAY_ASSIGN_OR_RETURN(Request r, start_one());
       if (queued) {
         last = std::move(r);
@@ -602,7 +616,8 @@ int Main(int argc, char** argv) {
                      f.stream_order == StreamOrder::kOnStream
                          ? ", queued on the caller's stream"
                          : "",
-                     f.device_memory ? ", device memory" : ""),
+                     f.device_memory ? ", device memory" : "",
+                     f.blocking ? ", blocking calls (RunCollective)" : ""),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
     reporters.emplace_back(o);

@@ -234,6 +234,25 @@ std::shared_ptr<const Schedule> CachedSchedule(CollectiveKind kind,
   return schedule;
 }
 
+absl::Status ScheduleEngine::Run(const std::shared_ptr<Transport>& transport,
+                                 const TransportCapabilities& caps,
+                                 const CollectiveArgs& args) const {
+  // The shm algorithm's one exchange runs on this thread with no request
+  // (RunShm); everything else starts and waits.
+  if (config_error_.ok() && caps.host_memory && !OnDevice(args) &&
+      host_stream_ops_ == nullptr) {
+    const int size = transport->size();
+    const size_t count = static_cast<size_t>(PerRankCount(args, size));
+    if (args.kind != CollectiveKind::kBarrier && count == 0) {
+      return absl::OkStatus();
+    }
+    if (Resolve(args, size, caps) == Algorithm::kShm) {
+      return RunShm(*transport, args, count, DataTypeOfCall(args), caps);
+    }
+  }
+  return CollectiveEngine::Run(transport, caps, args);
+}
+
 absl::StatusOr<Request> ScheduleEngine::Start(
     const std::shared_ptr<Transport>& transport,
     const TransportCapabilities& caps,

@@ -50,6 +50,11 @@ class ScheduleEngine final : public CollectiveEngine {
   absl::StatusOr<Request> Start(const std::shared_ptr<Transport>& transport,
                                 const TransportCapabilities& caps,
                                 const CollectiveArgs& args) const override;
+  // Runs the shm algorithm's one exchange on the calling thread (RunShm),
+  // without a request; anything else as Start and Wait.
+  absl::Status Run(const std::shared_ptr<Transport>& transport,
+                   const TransportCapabilities& caps,
+                   const CollectiveArgs& args) const override;
 
   // The algorithm `args` would run with on a group of `size` (benchmarks
   // print it).

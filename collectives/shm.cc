@@ -352,18 +352,26 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
   return model.OneShot(traffic, S) - hand_off;
 }
 
-absl::StatusOr<Request> StartShm(Transport& transport,
-                                 const CollectiveArgs& args, size_t count,
-                                 DataType dtype,
-                                 const TransportCapabilities& caps) {
+namespace {
+
+// How StartShm and RunShm run a call: as the all_reduce pipeline, or as
+// one exchange of `bytes` from this rank.
+struct ShmPlan {
+  bool pipeline = false;
+  size_t bytes = 0;
+};
+
+absl::StatusOr<ShmPlan> PlanShm(const Transport& transport,
+                                const CollectiveArgs& args, size_t count,
+                                DataType dtype,
+                                const TransportCapabilities& caps) {
   const int size = transport.size(), rank = transport.rank();
   const size_t largest =
       ShmContributionBytes(args.kind, count, DataTypeSize(dtype), size);
   if (args.kind == CollectiveKind::kAllReduce &&
       caps.exchange_bytes >= DataTypeSize(dtype) &&
       ShmAllReducePipelines(largest, size, caps)) {
-    return StartPipelinedAllReduce(transport, args, count, dtype,
-                                   caps.exchange_bytes);
+    return ShmPlan{true, 0};
   }
   if (largest > caps.exchange_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -375,13 +383,46 @@ absl::StatusOr<Request> StartShm(Transport& transport,
   // barrier) contribute no bytes.
   const bool rooted_source = args.kind == CollectiveKind::kBroadcast ||
                              args.kind == CollectiveKind::kScatter;
-  const size_t bytes =
-      rooted_source && rank != args.root ? 0 : largest;
-  const ShmCall call{args.kind, args.op,   dtype, args.root,
-                     rank,      args.recv.data, count};
+  return ShmPlan{false, rooted_source && rank != args.root ? 0 : largest};
+}
+
+}  // namespace
+
+absl::StatusOr<Request> StartShm(Transport& transport,
+                                 const CollectiveArgs& args, size_t count,
+                                 DataType dtype,
+                                 const TransportCapabilities& caps) {
+  absl::StatusOr<ShmPlan> plan = PlanShm(transport, args, count, dtype, caps);
+  if (!plan.ok()) return plan.status();
+  if (plan->pipeline) {
+    return StartPipelinedAllReduce(transport, args, count, dtype,
+                                   caps.exchange_bytes);
+  }
+  const ShmCall call{args.kind, args.op,        dtype, args.root,
+                     transport.rank(), args.recv.data, count};
   return transport.Exchange(CollectiveTag(args.sequence, 0),
-                            {args.send.data, bytes}, &Finish, &call,
+                            {args.send.data, plan->bytes}, &Finish, &call,
                             sizeof(call), args.deadline);
+}
+
+absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
+                    size_t count, DataType dtype,
+                    const TransportCapabilities& caps) {
+  absl::StatusOr<ShmPlan> plan = PlanShm(transport, args, count, dtype, caps);
+  if (!plan.ok()) return plan.status();
+  if (plan->pipeline) {
+    absl::StatusOr<Request> started = StartPipelinedAllReduce(
+        transport, args, count, dtype, caps.exchange_bytes);
+    if (!started.ok()) return started.status();
+    absl::Status waited = started->Wait();
+    if (absl::IsDeadlineExceeded(waited)) transport.Abort(waited);
+    return waited;
+  }
+  const ShmCall call{args.kind, args.op,        dtype, args.root,
+                     transport.rank(), args.recv.data, count};
+  return transport.RunExchange(CollectiveTag(args.sequence, 0),
+                               {args.send.data, plan->bytes}, &Finish, &call,
+                               sizeof(call), args.deadline);
 }
 
 }  // namespace relay

@@ -87,6 +87,15 @@ absl::StatusOr<Request> StartShm(Transport& transport,
                                  DataType dtype,
                                  const TransportCapabilities& caps);
 
+// StartShm's blocking form: returns once the call is done on this rank. One
+// exchange runs on the calling thread with no request
+// (Transport::RunExchange); the pipeline starts and waits. On
+// DeadlineExceeded the transport's exchange has been aborted (nothing
+// writes into the buffers once this returns).
+absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
+                    size_t count, DataType dtype,
+                    const TransportCapabilities& caps);
+
 }  // namespace relay
 
 #endif  // RELAY_COLLECTIVES_SHM_H_

@@ -190,6 +190,15 @@ class CollectiveEngine {
       const std::shared_ptr<Transport>& transport,
       const TransportCapabilities& caps,
       const CollectiveArgs& args) const = 0;
+  // Start's blocking form: returns once the collective is done on this
+  // rank, or has failed. An engine may run it without a request where
+  // that is cheaper (relay's shm algorithm: one exchange on the calling
+  // thread); the default starts it and waits. On DeadlineExceeded the
+  // transport has been aborted, so that nothing still writes into the
+  // call's buffers.
+  virtual absl::Status Run(const std::shared_ptr<Transport>& transport,
+                           const TransportCapabilities& caps,
+                           const CollectiveArgs& args) const;
 };
 
 }  // namespace relay

@@ -69,6 +69,11 @@ class CollectiveTelemetry
   void Started(const Ticket& ticket, const Request& request);
   // The collective failed to start.
   void Refused(const Ticket& ticket, const absl::Status& why);
+  // The collective ran to `outcome` on the caller's thread (a blocking
+  // call: Communicator::RunCollective), with no request to watch.
+  void Ran(const Ticket& ticket, const absl::Status& outcome) {
+    Finish(ticket, outcome);
+  }
 
  private:
   struct Slot {

@@ -211,8 +211,10 @@ absl::Time Communicator::DeadlineFor(const CollectiveOptions& options,
   return absl::FromUnixNanos(now_ns + timeout_ns);
 }
 
-absl::StatusOr<Request> Communicator::StartCollective(
-    CollectiveArgs& args, const CollectiveOptions& options) {
+absl::Status Communicator::PrepareCollective(CollectiveArgs& args,
+                                             const CollectiveOptions& options,
+                                             bool* on_device_out,
+                                             int64_t* start_ns_out) {
   RELAY_RETURN_IF_ERROR(CheckUsable());
   if (options.timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -275,6 +277,16 @@ absl::StatusOr<Request> Communicator::StartCollective(
       return agreed;
     }
   }
+  *on_device_out = on_device;
+  *start_ns_out = start_ns;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Request> Communicator::StartCollective(
+    CollectiveArgs& args, const CollectiveOptions& options) {
+  bool on_device = false;
+  int64_t start_ns = 0;
+  RELAY_RETURN_IF_ERROR(PrepareCollective(args, options, &on_device, &start_ns));
 
   // RELAY_DIAG_NO_TELEMETRY: a measuring build only, to price the flight
   // record and metrics per call (no flight record, no metrics): build with
@@ -284,7 +296,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
 #endif
-  absl::StatusOr<Request> started = Dispatch(args, caps, on_device);
+  absl::StatusOr<Request> started = Dispatch(args, caps_, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.
 #ifndef RELAY_DIAG_NO_TELEMETRY
@@ -294,6 +306,61 @@ absl::StatusOr<Request> Communicator::StartCollective(
 #endif
   }
   return started;
+}
+
+absl::Status Communicator::RunCollective(CollectiveArgs& args,
+                                         const CollectiveOptions& options) {
+  bool on_device = false;
+  int64_t start_ns = 0;
+  RELAY_RETURN_IF_ERROR(PrepareCollective(args, options, &on_device, &start_ns));
+#ifndef RELAY_DIAG_NO_TELEMETRY
+  const CollectiveTelemetry::Ticket ticket =
+      telemetry_->Queue(args, size_, start_ns);
+#endif
+  const bool want_native =
+      args.algorithm == Algorithm::kNative ||
+      (args.algorithm == Algorithm::kAuto && caps_.native_collectives);
+  absl::Status status;
+  if (!on_device && !want_native) {
+    // relay's algorithm on host memory: the engine may run it on this
+    // thread without a request (the shm algorithm's one exchange).
+    status = engine_.Run(transport_, caps_, args);
+  } else {
+    absl::StatusOr<Request> started = Dispatch(args, caps_, on_device);
+    if (started.ok()) {
+      started_.Add(*started);
+      status = started->Wait();
+    } else {
+      status = started.status();
+    }
+  }
+#ifndef RELAY_DIAG_NO_TELEMETRY
+  telemetry_->Ran(ticket, status);
+#endif
+  // The call returns with nothing in flight: a collective still running
+  // at its deadline would write into the caller's buffers afterwards, so
+  // the communicator is aborted (the transport's part of it may be
+  // already), and the peers learn of it as of any abort.
+  if (absl::IsDeadlineExceeded(status)) Abort(status).IgnoreError();
+  return status;
+}
+
+absl::Status Communicator::RunCollective(CollectiveKind kind, ConstBuffer send,
+                                         Buffer recv, ReduceOp op, int root,
+                                         const CollectiveOptions& options) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.send = send;
+  args.recv = recv;
+  args.op = op;
+  args.root = root;
+  return RunCollective(args, options);
+}
+
+absl::Status Communicator::RunAllReduce(ConstBuffer send, Buffer recv,
+                                        ReduceOp op,
+                                        const CollectiveOptions& options) {
+  return RunCollective(CollectiveKind::kAllReduce, send, recv, op, 0, options);
 }
 
 absl::StatusOr<Request> Communicator::Dispatch(const CollectiveArgs& args,

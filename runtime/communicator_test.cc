@@ -546,6 +546,135 @@ TEST(CommunicatorTest, AbortCancelsAPendingShmCollective) {
   });
 }
 
+// The blocking forms: every collective kind, small (shm's one exchange on
+// the calling thread) and large (a schedule started and waited for), mixed
+// with requests started before them, agrees with the request form; and
+// each call is in the metrics and the flight record.
+TEST(CommunicatorTest, BlockingFormsMatchAndMixWithRequests) {
+  RunGroup(3, [&](Communicator& comm) {
+    const int rank = comm.rank();
+    for (size_t count : {size_t{1}, size_t{37}, size_t{100003}}) {
+      SCOPED_TRACE(absl::StrCat("count ", count));
+      std::vector<float> in = Values(rank, count, 1), out(count, -1.0f);
+      ASSERT_TRUE(comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                                    ReduceOp::kSum)
+                      .ok());
+      for (size_t i = 0; i < count; i += 997) {
+        const float want = Value(0, i, 1) + Value(1, i, 1) + Value(2, i, 1);
+        ASSERT_FLOAT_EQ(out[i], want) << "element " << i;
+      }
+      // A request left pending, then a blocking call: it queues behind the
+      // request, and both come out right.
+      std::vector<float> in2 = Values(rank, count, 2), out2(count, -1.0f);
+      absl::StatusOr<Request> pending =
+          comm.AllReduce(ConstBuffer::Of(in2), Buffer::Of(out2), ReduceOp::kMax);
+      ASSERT_TRUE(pending.ok()) << pending.status();
+      std::vector<float> gathered(3 * count, -1.0f);
+      ASSERT_TRUE(comm.RunCollective(CollectiveKind::kAllGather,
+                                     ConstBuffer::Of(in), Buffer::Of(gathered),
+                                     ReduceOp::kSum, 0)
+                      .ok());
+      ASSERT_TRUE(pending->Wait(kWait).ok());
+      for (size_t i = 0; i < count; i += 997) {
+        EXPECT_FLOAT_EQ(out2[i], std::max({Value(0, i, 2), Value(1, i, 2),
+                                           Value(2, i, 2)}));
+        for (int r = 0; r < 3; ++r) {
+          EXPECT_FLOAT_EQ(gathered[r * count + i], Value(r, i, 1));
+        }
+      }
+    }
+    ASSERT_TRUE(comm.RunCollective(CollectiveKind::kBarrier, {}, {},
+                                   ReduceOp::kSum, 0)
+                    .ok());
+    // 3 blocking all_reduces and 3 started ones; the record shows them all.
+    EXPECT_EQ(comm.metrics().Totals(CollectiveKind::kAllReduce).operations, 6u);
+    EXPECT_EQ(comm.metrics().Totals(CollectiveKind::kAllGather).operations, 3u);
+    EXPECT_EQ(comm.metrics().Totals(CollectiveKind::kBarrier).operations, 1u);
+    EXPECT_THAT(comm.FlightRecord(), HasSubstr("all_gather"));
+  });
+}
+
+TEST(CommunicatorTest, BlockingBadInputIsInvalidArgumentAndSendsNothing) {
+  RunGroup(2, [&](Communicator& comm) {
+    std::vector<float> in(4, 1.0f), out(3, 0.0f);
+    EXPECT_TRUE(absl::IsInvalidArgument(comm.RunAllReduce(
+        ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum)));
+    EXPECT_TRUE(absl::IsInvalidArgument(comm.RunCollective(
+        CollectiveKind::kBroadcast, ConstBuffer::Of(in), Buffer::Of(in),
+        ReduceOp::kSum, 5)));
+    EXPECT_TRUE(absl::IsInvalidArgument(comm.RunAllReduce(
+        ConstBuffer{nullptr, 4, DataType::kFloat32, Device::Host()},
+        Buffer::Of(in), ReduceOp::kSum)));
+    // Nothing was sent and no sequence number taken: the group is in step.
+    ExpectAllReduceSum(comm, 16, 3, kProbeWait);
+  });
+}
+
+// A blocking call whose peer never comes returns DeadlineExceeded within
+// its timeout, and leaves nothing in flight: the communicator is aborted
+// (later calls fail at once), and the peer learns of it.
+TEST(CommunicatorTest, BlockingCallMissingAPeerTimesOutAndAborts) {
+  ThreadBarrier barrier(2);
+  RunGroup(2, [&](Communicator& comm) {
+    std::vector<float> in = Values(comm.rank(), 8), out(8, 0.0f);
+    if (comm.rank() == 1) {
+      EXPECT_TRUE(barrier.Arrive());  // Rank 0 has timed out.
+      // Rank 0's contribution to the first all_reduce is in its slot, so
+      // this rank may still finish that one (unless the failure monitor
+      // has told it of rank 0's abort already); the next cannot complete,
+      // and fails naming rank 0 instead of waiting for a partner that left.
+      absl::Status s = comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                                         ReduceOp::kSum, WithTimeout(kWait));
+      if (s.ok()) {
+        EXPECT_FLOAT_EQ(out[3], Value(0, 3) + Value(1, 3));
+        s = comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                              ReduceOp::kSum, WithTimeout(kWait));
+      }
+      EXPECT_TRUE(absl::IsUnavailable(s) || absl::IsFailedPrecondition(s)) << s;
+      EXPECT_THAT(s.message(), HasSubstr("rank 0"));
+      return;
+    }
+    const absl::Duration timeout = absl::Milliseconds(200);
+    const absl::Time start = absl::Now();
+    absl::Status s = comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                                       ReduceOp::kSum, WithTimeout(timeout));
+    const absl::Duration took = absl::Now() - start;
+    EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+    EXPECT_GE(took, timeout);
+    EXPECT_LT(took, timeout + kSlack);
+    absl::Status later = comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                                           ReduceOp::kSum);
+    EXPECT_TRUE(absl::IsFailedPrecondition(later)) << later;
+    EXPECT_EQ(comm.metrics().Totals(CollectiveKind::kAllReduce).errors, 1u);
+    EXPECT_TRUE(barrier.Arrive());
+  });
+}
+
+// Abort from another thread ends a blocking call at once, with Cancelled.
+TEST(CommunicatorTest, AbortEndsABlockingCallPromptly) {
+  ThreadBarrier barrier(2);
+  RunGroup(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {  // Never calls the collective.
+      EXPECT_TRUE(barrier.Arrive());
+      return;
+    }
+    std::vector<float> in = Values(0, 16), out(16, 0.0f);
+    absl::Time aborted_at;
+    std::thread aborter([&] {
+      absl::SleepFor(absl::Milliseconds(100));  // The call is asleep by now.
+      aborted_at = absl::Now();
+      EXPECT_TRUE(comm.Abort().ok());
+    });
+    absl::Status s = comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                                       ReduceOp::kSum, WithTimeout(kWait));
+    const absl::Time returned = absl::Now();
+    aborter.join();
+    EXPECT_TRUE(absl::IsCancelled(s)) << s;
+    EXPECT_LT(returned - aborted_at, absl::Milliseconds(100));
+    EXPECT_TRUE(barrier.Arrive());
+  });
+}
+
 // Verifies that a peer's abort fails a blocked Recv with Unavailable naming it.
 TEST(CommunicatorTest, PeerAbortIsUnavailableNamingTheRank) {
   ThreadBarrier barrier(2);

@@ -12,6 +12,7 @@
 #endif
 
 #include "runtime/futex.h"
+#include "runtime/spin_lock.h"
 
 namespace relay {
 namespace {
@@ -22,17 +23,9 @@ namespace {
 // than cores (build hosts have two cores and tests run sixteen ranks), the
 // peer it waits for may need exactly this core. Past that it sleeps, so a
 // long wait costs no CPU.
-// The pure spin is RequestState::SpinBudget().
-constexpr std::chrono::nanoseconds kYieldBudget = std::chrono::microseconds(200);
+// The pure spin is RequestState::SpinBudget(), the yielding one
+// RequestState::kYieldBudget.
 constexpr int kPollsBeforeClock = 8;
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace
 

@@ -116,6 +116,10 @@ class RequestState {
   // took 0.99 us with 5 us against 1.06 with 0.5 us, while on 4 ranks the
   // long spin took 11.2 us against 7.5.
   static constexpr std::chrono::nanoseconds kOwnCoreSpinBudget{5000};
+  // After the spin, how long Wait keeps polling but yields the core between
+  // polls (with more ranks than cores the peer may need exactly this one)
+  // before it sleeps.
+  static constexpr std::chrono::nanoseconds kYieldBudget{200000};
   static std::chrono::nanoseconds SpinBudgetFor(int local_ranks);
   // Non-blocking: drives progress once; true when done.
   bool Poll() {

@@ -2,11 +2,14 @@
 
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/fast_clock.h"
 #include "runtime/futex.h"
+#include "runtime/status_macros.h"
 
 namespace relay {
 namespace {
@@ -226,23 +229,27 @@ void SlotExchange::WakeSleepers() {
   FutexWakeAll(&wake()->generation, FutexScope::kShared);
 }
 
-void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
+template <class Look>
+void SlotExchange::SleepUnless(std::chrono::nanoseconds timeout, Look look) {
   wake()->sleepers.fetch_add(1, std::memory_order_seq_cst);
   const uint32_t generation =
       wake()->generation.load(std::memory_order_seq_cst);
   // A last look after counting in: a write before the count is seen here,
   // a write after it sees the count and bumps the generation.
-  if (!Progress()) {
+  if (!look()) {
     FutexWait(&wake()->generation, generation, timeout, FutexScope::kShared);
   }
   wake()->sleepers.fetch_sub(1, std::memory_order_relaxed);
 }
 
-absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
-                                            ExchangeFinishFn finish,
-                                            const void* context,
-                                            size_t context_bytes,
-                                            absl::Time deadline) {
+void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
+  SleepUnless(timeout, [this] { return Progress(); });
+}
+
+absl::Status SlotExchange::CheckInput(const ExchangeInput& input,
+                                      ExchangeFinishFn finish,
+                                      const void* context,
+                                      size_t context_bytes) const {
   if (input.bytes > slot_bytes_) {
     return absl::InvalidArgumentError(
         absl::StrCat("exchange of ", input.bytes, " bytes; slots hold ",
@@ -261,6 +268,18 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
         "exchange: context of ", context_bytes, " bytes (at most ",
         kMaxContextBytes, ", not null)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
+                                            ExchangeFinishFn finish,
+                                            const void* context,
+                                            size_t context_bytes,
+                                            absl::Time deadline) {
+  if (absl::Status bad = CheckInput(input, finish, context, context_bytes);
+      !bad.ok()) {
+    return bad;
+  }
   std::shared_ptr<Op> op;
   Completions done;
   bool finished_here = false;
@@ -277,7 +296,7 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
     // exchange is made while the peers read it. Every instruction before
     // the write is on the critical path of a small exchange (a peer waits
     // for it); the ones after overlap the line's way to the peer.
-    const bool first_in_line = queue_.empty();
+    const bool first_in_line = queue_.empty() && !running_;
     if (first_in_line) Publish(exchange, tag, input, context);
     op = std::allocate_shared<Op>(RecyclingAllocator<Op>(), deadline, this);
     op->exchange = exchange;
@@ -307,6 +326,109 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
   return Request(std::move(op));
 }
 
+absl::Status SlotExchange::Run(uint64_t tag, ExchangeInput input,
+                               ExchangeFinishFn finish, const void* context,
+                               size_t context_bytes, absl::Time deadline) {
+  RELAY_RETURN_IF_ERROR(CheckInput(input, finish, context, context_bytes));
+  uint64_t exchange = 0;
+  {
+    std::unique_lock<SpinLock> lock(mu_);
+    if (!aborted_.ok()) return aborted_;
+    if (!queue_.empty() || running_) {
+      // Exchanges ahead of it (started, or another thread's Run): it
+      // queues behind them as Start's would.
+      lock.unlock();
+      absl::StatusOr<Request> started =
+          Start(tag, input, finish, context, context_bytes, deadline);
+      if (!started.ok()) return started.status();
+      absl::Status waited = started->Wait();
+      if (absl::IsDeadlineExceeded(waited)) Abort(waited);
+      return waited;
+    }
+    exchange = next_exchange_++;
+    // The slot first: every instruction before it delays the peers.
+    Publish(exchange, tag, input, context);
+    running_ = true;
+  }
+  // Outside the lock: a Start meanwhile queues (AdvanceLocked publishes
+  // nothing while running_), and Abort can fail this exchange (it marks
+  // this rank aborted, which AwaitRun watches).
+  absl::Status waited = AwaitRun(exchange, tag, deadline);
+  const bool ready = waited.ok() && !FlagsOf(rank_)->aborted.load(
+                                        std::memory_order_acquire);
+  if (ready) Finish(exchange, finish, context);
+  Completions done;
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    running_ = false;
+    if (waited.ok() && !ready) {
+      waited = aborted_;  // Aborted meanwhile, by Abort or a failed Start.
+    } else if (!waited.ok() && aborted_.ok()) {
+      // Out of step, a peer aborted, or the deadline: nothing can finish
+      // this exchange, and its slot is published.
+      FailLocked(waited, &done);
+    }
+    // What queued behind it, if anything did (usually nothing).
+    if (aborted_.ok() && !queue_.empty()) AdvanceLocked(&done);
+  }
+  if (!done.finished.empty() || !done.failed.empty()) Complete(done);
+  return waited;
+}
+
+absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
+                                    absl::Time deadline) {
+  int first_missing = 0;
+  absl::Status failure;
+  const std::atomic<uint32_t>& self_aborted = FlagsOf(rank_)->aborted;
+  // True once there is nothing more to wait for.
+  auto settled = [&] {
+    return Ready(exchange, tag, &first_missing, &failure) || !failure.ok() ||
+           self_aborted.load(std::memory_order_relaxed) != 0;
+  };
+  // As RequestState::Wait: a few polls before any clock read (a peer on
+  // its own core is usually there within them), the spin budget, then
+  // polls that yield the core, then sleep until a slot is written.
+  constexpr int kPollsBeforeClock = 8;
+  for (int i = 0; i < kPollsBeforeClock; ++i) {
+    if (settled()) return failure;
+    CpuRelax();
+  }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const auto until_deadline = absl::ToChronoNanoseconds(std::min(
+      absl::Hours(24), std::max(absl::ZeroDuration(), deadline - FastNow())));
+  const Clock::time_point spin_until = start + std::min(spin_, until_deadline);
+  const Clock::time_point yield_until =
+      start + std::min(RequestState::kYieldBudget, until_deadline);
+  int polls = 0;
+  while (!settled()) {
+    CpuRelax();
+    if (++polls % 16 == 0 && Clock::now() >= spin_until) break;
+  }
+  while (!settled()) {
+    if (Clock::now() >= yield_until) break;
+    std::this_thread::yield();
+  }
+  if (!settled()) {
+    waiters_asleep_.fetch_add(1, std::memory_order_relaxed);
+    while (true) {
+      const absl::Duration left = deadline - FastNow();
+      if (left <= absl::ZeroDuration()) {
+        waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
+        return absl::DeadlineExceededError(absl::StrCat(
+            "shared-memory exchange ", exchange, " (tag ", tag,
+            ") did not complete before its deadline; waiting for rank ",
+            first_missing));
+      }
+      SleepUnless(absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(1))),
+                  settled);
+      if (settled()) break;
+    }
+    waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return failure;
+}
+
 void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
                            const ExchangeInput& input, const void* context) {
   SlotHeader* slot = SlotOf(rank_, exchange);
@@ -325,11 +447,16 @@ void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
 }
 
 bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
-  for (int r = op.first_missing; r < size_; ++r) {
-    const SlotHeader* slot = SlotOf(r, op.exchange);
+  return Ready(op.exchange, op.tag, &op.first_missing, failure);
+}
+
+bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, int* first_missing,
+                         absl::Status* failure) const {
+  for (int r = *first_missing; r < size_; ++r) {
+    const SlotHeader* slot = SlotOf(r, exchange);
     uint64_t stamp = slot->stamp.load(std::memory_order_seq_cst);
     bool aborted = false;
-    if (stamp != op.exchange + 1) {
+    if (stamp != exchange + 1) {
       aborted = FlagsOf(r)->aborted.load(std::memory_order_seq_cst) != 0;
       // Rank r may have written this exchange's slot, finished and left
       // (its communicator destroyed, which aborts it) since the load
@@ -339,22 +466,22 @@ bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
       // aborted" on a rank whose peers had all succeeded.)
       if (aborted) stamp = slot->stamp.load(std::memory_order_seq_cst);
     }
-    if (stamp == op.exchange + 1) {
-      if (slot->tag != op.tag) {
+    if (stamp == exchange + 1) {
+      if (slot->tag != tag) {
         *failure = absl::InternalError(absl::StrCat(
-            "shared-memory exchange ", op.exchange, ": rank ", r,
-            " is in operation ", slot->tag, ", rank ", rank_, " in ", op.tag,
+            "shared-memory exchange ", exchange, ": rank ", r,
+            " is in operation ", slot->tag, ", rank ", rank_, " in ", tag,
             " (the ranks called collectives in different orders, or chose "
             "different algorithms: every rank needs the same "
             "RELAY_ALGORITHM)"));
         return false;
       }
-      op.first_missing = r + 1;
+      *first_missing = r + 1;
       continue;
     }
-    if (stamp > op.exchange + 1) {
+    if (stamp > exchange + 1) {
       *failure = absl::InternalError(absl::StrCat(
-          "shared-memory exchange ", op.exchange, ": rank ", r,
+          "shared-memory exchange ", exchange, ": rank ", r,
           " is already at exchange ", stamp - 1));
       return false;
     }
@@ -365,24 +492,40 @@ bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
     // needs it finds it missing then.
     if (aborted) {
       *failure = absl::UnavailableError(absl::StrCat(
-          "rank ", r, " aborted (shared-memory exchange ", op.exchange, ")"));
+          "rank ", r, " aborted (shared-memory exchange ", exchange, ")"));
     }
     return false;
   }
   return true;
 }
 
-void SlotExchange::Finish(Op& op) {
+void SlotExchange::Finish(uint64_t exchange, ExchangeFinishFn finish,
+                          const void* context) const {
   absl::InlinedVector<Contribution, 16> all(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
-    SlotHeader* slot = SlotOf(r, op.exchange);
+    SlotHeader* slot = SlotOf(r, exchange);
     all[static_cast<size_t>(r)] = {slot->data(),
                                    static_cast<size_t>(slot->bytes)};
   }
-  op.finish(absl::MakeConstSpan(all), op.context);
+  finish(absl::MakeConstSpan(all), context);
+}
+
+void SlotExchange::Finish(Op& op) { Finish(op.exchange, op.finish, op.context); }
+
+void SlotExchange::FailLocked(absl::Status failure, Completions* done) {
+  aborted_ = failure;
+  done->failure = std::move(failure);
+  FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
+  WakeSleepers();
+  for (auto& op : queue_) done->failed.push_back(std::move(op));
+  queue_.clear();
+  pending_.store(false, std::memory_order_relaxed);
 }
 
 void SlotExchange::AdvanceLocked(Completions* done) {
+  // A Run's exchange is ahead of everything queued; it advances the queue
+  // itself once it has finished.
+  if (running_) return;
   while (!queue_.empty()) {
     Op& op = *queue_.front();
     if (published_ == op.exchange) {
@@ -396,11 +539,7 @@ void SlotExchange::AdvanceLocked(Completions* done) {
   if (!done->failure.ok()) {
     // The exchanges are out of step for good: nothing queued or later can
     // finish either.
-    aborted_ = done->failure;
-    FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
-    WakeSleepers();
-    for (auto& op : queue_) done->failed.push_back(std::move(op));
-    queue_.clear();
+    FailLocked(done->failure, done);
   }
   pending_.store(!queue_.empty(), std::memory_order_relaxed);
 }

@@ -366,6 +366,186 @@ TEST(SlotExchangeTest, RejectsBadInputBeforeWritingAnything) {
   RunSums(ex, 10, 1);
 }
 
+// Run: the blocking form. This rank's part of sum `iteration`, as StartSum
+// but waited for in the call.
+absl::Status RunSum(SlotExchange& ex, uint64_t tag, int iteration,
+                    SumResult* out,
+                    absl::Duration timeout = absl::Seconds(30)) {
+  std::vector<int64_t> mine(static_cast<size_t>(ex.rank()) + 1);
+  for (int i = 0; i <= ex.rank(); ++i) mine[i] = Value(ex.rank(), iteration, i);
+  return ex.Run(tag, {mine.data(), mine.size() * sizeof(int64_t)}, &SumAll,
+                &out, sizeof(out), absl::Now() + timeout);
+}
+
+TEST(SlotExchangeRunTest, EveryRankSeesEveryContributionOfEachExchange) {
+  for (int size : {1, 2, 3, 5}) {
+    SCOPED_TRACE(absl::StrCat(size, " ranks"));
+    Region region(size, 64);
+    auto ex = ExchangesOver(region, size, 64);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) {
+      threads.emplace_back([&, r] {
+        for (int it = 0; it < 2000; ++it) {
+          SumResult out;
+          ASSERT_TRUE(RunSum(*ex[static_cast<size_t>(r)], it, it, &out).ok());
+          ASSERT_EQ(out.ranks, size);
+          ASSERT_EQ(out.sum, ExpectedSum(size, it))
+              << "rank " << r << " iteration " << it;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+}
+
+TEST(SlotExchangeRunTest, MixesWithStartedExchangesInOrder) {
+  // Each rank alternates: two exchanges started and left pending, then a
+  // Run, which must queue behind them (and they finish first); rank 1
+  // also runs on a second thread a Start made while its Run still waits,
+  // which must queue behind the Run.
+  Region region(3, 64);
+  auto ex = ExchangesOver(region, 3, 64);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      SlotExchange& mine = *ex[static_cast<size_t>(r)];
+      for (int it = 0; it < 300; it += 4) {
+        std::vector<int64_t> in0, in1, in3;
+        SumResult out0, out1, out2, out3;
+        absl::StatusOr<Request> a = StartSum(mine, it, it, in0, &out0);
+        absl::StatusOr<Request> b = StartSum(mine, it + 1, it + 1, in1, &out1);
+        ASSERT_TRUE(a.ok() && b.ok());
+        ASSERT_TRUE(RunSum(mine, it + 2, it + 2, &out2).ok());
+        // Queued ahead of the Run: done by the time it returns.
+        EXPECT_TRUE(a->Test());
+        EXPECT_TRUE(b->Test());
+        absl::StatusOr<Request> d = StartSum(mine, it + 3, it + 3, in3, &out3);
+        ASSERT_TRUE(d.ok());
+        ASSERT_TRUE(d->Wait().ok());
+        EXPECT_EQ(out0.sum, ExpectedSum(3, it));
+        EXPECT_EQ(out1.sum, ExpectedSum(3, it + 1));
+        EXPECT_EQ(out2.sum, ExpectedSum(3, it + 2));
+        EXPECT_EQ(out3.sum, ExpectedSum(3, it + 3));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+TEST(SlotExchangeRunTest, AStartDuringARunQueuesBehindIt) {
+  Region region(2, 64);
+  auto ex = ExchangesOver(region, 2, 64);
+  SumResult run_out;
+  absl::Status run_status;
+  // Rank 0 runs exchange 0 and waits: rank 1 has not come.
+  std::thread runner([&] { run_status = RunSum(*ex[0], 10, 0, &run_out); });
+  absl::SleepFor(absl::Milliseconds(20));
+  // Meanwhile another thread of rank 0 starts exchange 1: it may not
+  // publish while exchange 0 is unfinished (it would overwrite the slot
+  // that rank 1 has yet to read for exchange ... -1, and jump the order).
+  std::vector<int64_t> in0b, in1a, in1b;
+  SumResult out0b, out1a, out1b;
+  absl::StatusOr<Request> next = StartSum(*ex[0], 11, 1, in0b, &out0b);
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(next->Test());
+  // Rank 1 takes part in both, in order.
+  absl::StatusOr<Request> r1a = StartSum(*ex[1], 10, 0, in1a, &out1a);
+  absl::StatusOr<Request> r1b = StartSum(*ex[1], 11, 1, in1b, &out1b);
+  ASSERT_TRUE(r1a.ok() && r1b.ok());
+  ASSERT_TRUE(r1a->Wait().ok());
+  ASSERT_TRUE(r1b->Wait().ok());
+  runner.join();
+  ASSERT_TRUE(run_status.ok()) << run_status;
+  ASSERT_TRUE(next->Wait().ok());
+  EXPECT_EQ(run_out.sum, ExpectedSum(2, 0));
+  EXPECT_EQ(out1a.sum, ExpectedSum(2, 0));
+  EXPECT_EQ(out0b.sum, ExpectedSum(2, 1));
+  EXPECT_EQ(out1b.sum, ExpectedSum(2, 1));
+}
+
+TEST(SlotExchangeRunTest, APeerThatNeverComesGivesDeadlineExceededAndAborts) {
+  Region region(2, 64);
+  auto ex = ExchangesOver(region, 2, 64);
+  SumResult out;
+  const absl::Time before = absl::Now();
+  absl::Status s = RunSum(*ex[0], 1, 0, &out, absl::Milliseconds(150));
+  const absl::Duration took = absl::Now() - before;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_GE(took, absl::Milliseconds(150));
+  EXPECT_LT(took, absl::Milliseconds(250));
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
+  // Its slot stays published with nobody to finish it: the exchange is
+  // aborted, and the peer learns it instead of reading a stale exchange.
+  SumResult later;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(RunSum(*ex[0], 2, 1, &later)));
+  absl::Status peer = RunSum(*ex[1], 1, 0, &later, absl::Seconds(5));
+  // Rank 0's contribution to exchange 0 is there: rank 1 finishes it.
+  EXPECT_TRUE(peer.ok()) << peer;
+  absl::Status next = RunSum(*ex[1], 2, 1, &later, absl::Seconds(5));
+  EXPECT_TRUE(absl::IsUnavailable(next)) << next;
+  EXPECT_TRUE(absl::StrContains(next.message(), "rank 0")) << next;
+}
+
+TEST(SlotExchangeRunTest, AbortWhileWaitingReturnsItsReasonPromptly) {
+  Region region(2, 64);
+  auto ex = ExchangesOver(region, 2, 64);
+  SumResult out;
+  absl::Status s;
+  absl::Time returned;
+  std::thread runner([&] {
+    s = RunSum(*ex[0], 1, 0, &out);  // 30 s deadline.
+    returned = absl::Now();
+  });
+  absl::SleepFor(absl::Milliseconds(50));  // Past the spin: asleep.
+  const absl::Time aborted = absl::Now();
+  ex[0]->Abort(absl::CancelledError("stop"));
+  runner.join();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_LT(returned - aborted, absl::Milliseconds(100));
+}
+
+TEST(SlotExchangeRunTest, APeerAbortingFailsTheRunWithUnavailable) {
+  Region region(3, 64);
+  auto ex = ExchangesOver(region, 3, 64);
+  SumResult out;
+  absl::Status s;
+  std::thread runner([&] { s = RunSum(*ex[0], 1, 0, &out); });
+  absl::SleepFor(absl::Milliseconds(20));
+  // Rank 1, the first one rank 0 waits for (rank 2 is not there either).
+  ex[1]->Abort(absl::CancelledError("rank 1 gives up"));
+  runner.join();
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
+}
+
+TEST(SlotExchangeRunTest, RanksOutOfStepFailWithInternal) {
+  Region region(2, 64);
+  auto ex = ExchangesOver(region, 2, 64);
+  SumResult out0, out1;
+  absl::Status s0, s1;
+  std::thread t0([&] { s0 = RunSum(*ex[0], 1, 0, &out0); });
+  std::thread t1([&] { s1 = RunSum(*ex[1], 2, 0, &out1); });
+  t0.join();
+  t1.join();
+  EXPECT_TRUE(absl::IsInternal(s0)) << s0;
+  EXPECT_TRUE(absl::IsInternal(s1)) << s1;
+}
+
+TEST(SlotExchangeRunTest, RejectsBadInputBeforeWritingAnything) {
+  Region region(2, 64);
+  auto ex = ExchangesOver(region, 2, 64);
+  char big[65] = {};
+  const absl::Time deadline = absl::Now() + absl::Seconds(1);
+  SumResult* out = nullptr;
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ex[0]->Run(1, {big, sizeof(big)}, &SumAll, &out, sizeof(out), deadline)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ex[0]->Run(1, {nullptr, 8}, &SumAll, &out, sizeof(out), deadline)));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      ex[0]->Run(1, {big, 8}, nullptr, &out, sizeof(out), deadline)));
+  RunSums(ex, 10, 1);  // Still in step.
+}
+
 // How many POSIX shared-memory objects this process left behind.
 int LeftoverObjects() {
   const std::string prefix = absl::StrCat("relay-", getpid(), "-");

@@ -22,6 +22,16 @@
 
 namespace relay {
 
+// One pause of a polling loop: tells the core (and a hyperthread sibling)
+// that this thread spins.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 class SpinLock {
  public:
   void lock() {
@@ -29,9 +39,7 @@ class SpinLock {
     while (locked_.exchange(true, std::memory_order_acquire)) {
       while (locked_.load(std::memory_order_relaxed)) {
         if (++spins < kSpinsBeforeYield) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
+          CpuRelax();
         } else {
           std::this_thread::yield();
         }

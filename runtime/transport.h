@@ -191,6 +191,18 @@ class Transport {
         absl::StrCat(name(), " has no shared-memory exchange"));
   }
 
+  // Exchange's blocking form (SlotExchange::Run): returns once `finish` has
+  // run on this rank, with what the request would have completed with;
+  // `context` is read in place, not copied. A transport whose exchange is
+  // a SlotExchange runs it on the calling thread with no request; the
+  // default starts one and waits. DeadlineExceeded when `deadline` passes
+  // first, and the exchange is then aborted: nothing writes into the
+  // caller's memory once this has returned.
+  virtual absl::Status RunExchange(uint64_t tag, ExchangeInput input,
+                                   ExchangeFinishFn finish,
+                                   const void* context, size_t context_bytes,
+                                   absl::Time deadline);
+
   // Posts every op of `ops` at once (an exchange cannot deadlock) and
   // returns one request that completes when all have, with the first error.
   // Stream-ordered transports queue them on `cuda_stream` as one group (for

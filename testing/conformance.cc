@@ -137,10 +137,15 @@ absl::Status RunOneRank(const ConformanceCase& c, Communicator& comm,
     recv = mirror.Map(recv);
   }
 
-  RELAY_ASSIGN_OR_RETURN(
-      Request request,
-      comm.Collective(c.kind, send, recv, c.op, c.root, options));
-  RELAY_RETURN_IF_ERROR(request.Wait());
+  if (c.blocking) {
+    RELAY_RETURN_IF_ERROR(
+        comm.RunCollective(c.kind, send, recv, c.op, c.root, options));
+  } else {
+    RELAY_ASSIGN_OR_RETURN(
+        Request request,
+        comm.Collective(c.kind, send, recv, c.op, c.root, options));
+    RELAY_RETURN_IF_ERROR(request.Wait());
+  }
   if (on_device) RELAY_RETURN_IF_ERROR(mirror.CopyBack(absl::MakeSpan(send_mem),
                                                        absl::MakeSpan(recv_mem)));
 
@@ -174,7 +179,8 @@ std::string ConformanceCase::Name() const {
   return absl::StrCat(CollectiveName(kind), "_", AlgorithmName(algorithm),
                       "_n", size, "_c", count, "_", DataTypeName(dtype), "_",
                       ReduceOpName(op), "_root", root,
-                      in_place ? "_inplace" : "", on_device ? "_device" : "");
+                      in_place ? "_inplace" : "", on_device ? "_device" : "",
+                      blocking ? "_blocking" : "");
 }
 
 namespace {
@@ -226,7 +232,34 @@ std::vector<ConformanceCase> CasesForSizes(absl::Span<const int> sizes) {
       }
     }
   }
-  // 3. Large: over a million elements, pipelined into many segments (shm
+  // 3. Blocking (Communicator::RunCollective): every collective at every
+  // size, relay's choice (shm's one exchange on the calling thread where
+  // the model picks it, else a schedule started and waited for) and shm
+  // forced; the last rank as root; and shm's all_reduce pipeline, which
+  // the blocking form starts and waits for.
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    for (Algorithm algorithm : {Algorithm::kAuto, Algorithm::kShm}) {
+      for (int size : sizes) {
+        const size_t counts[] = {0, 1, static_cast<size_t>(size) * 37 + 3};
+        for (size_t count : counts) {
+          if (kind == CollectiveKind::kBarrier && count > 0) continue;
+          ConformanceCase c{kind,           algorithm,
+                            size,           count,
+                            DataType::kFloat32, ReduceOp::kSum,
+                            IsRooted(kind) ? size - 1 : 0, false};
+          c.blocking = true;
+          add(c);
+        }
+      }
+    }
+  }
+  for (int size : {2, 3}) {
+    ConformanceCase c{CollectiveKind::kAllReduce, Algorithm::kShm, size, 70001,
+                      DataType::kBfloat16, ReduceOp::kMax, 0, false};
+    c.blocking = true;
+    add(c);
+  }
+  // 4. Large: over a million elements, pipelined into many segments (shm
   // for all_reduce only, whose pipeline runs any size: the other kinds'
   // one exchange must fit a transport's slots).
   for (CollectiveKind kind : AllCollectiveKinds()) {

@@ -46,6 +46,10 @@ struct ConformanceCase {
   // host memory too (loopback built with CUDA); a transport that moves
   // device memory only (NCCL) always gets them.
   bool on_device = false;
+  // Made through the blocking form (Communicator::RunCollective), which
+  // runs the shm algorithm's one exchange on the calling thread, instead of
+  // Collective and Wait.
+  bool blocking = false;
 
   std::string Name() const;  // A valid gtest name.
 };
@@ -54,7 +58,8 @@ struct ConformanceCase {
 // it; world sizes 1, 2, 3, 4, 5, 7, 8, 16; counts 0, 1, one not divisible by
 // the world size, and one over a million (float32, a few sizes); every dtype
 // and op for the reductions; in place and out of place; every root (three
-// roots at 16 ranks).
+// roots at 16 ranks); and every collective at every size through the
+// blocking form, with the algorithm chosen by relay and with shm.
 std::vector<ConformanceCase> ConformanceCases();
 
 // The same matrix restricted to sizes <= max_size.

@@ -1001,6 +1001,16 @@ absl::StatusOr<Request> LoopbackTransport::Exchange(
                           deadline);
 }
 
+absl::Status LoopbackTransport::RunExchange(
+    uint64_t tag, ExchangeInput input, ExchangeFinishFn finish,
+    const void* context, size_t context_bytes, absl::Time deadline) {
+  if (exchange_ == nullptr) {
+    return Transport::RunExchange(tag, input, finish, context, context_bytes,
+                                  deadline);
+  }
+  return exchange_->Run(tag, input, finish, context, context_bytes, deadline);
+}
+
 void LoopbackTransport::Abort(absl::Status reason) {
   if (exchange_ != nullptr) exchange_->Abort(reason);
   fabric_->Abort(rank_, reason);

@@ -105,6 +105,9 @@ class LoopbackTransport final : public Transport {
                                    ExchangeFinishFn finish,
                                    const void* context, size_t context_bytes,
                                    absl::Time deadline) override;
+  absl::Status RunExchange(uint64_t tag, ExchangeInput input,
+                           ExchangeFinishFn finish, const void* context,
+                           size_t context_bytes, absl::Time deadline) override;
   void Abort(absl::Status reason) override;
 
  private:

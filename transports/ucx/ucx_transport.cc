@@ -404,6 +404,25 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     return started;
   }
 
+  // On the calling thread: the progress thread has nothing to drive for
+  // it (no op is queued, so pending() stays false), and UCX operations in
+  // flight meanwhile keep moving on that thread as they do for any caller
+  // that does not poll.
+  absl::Status RunExchange(uint64_t tag, ExchangeInput input,
+                           ExchangeFinishFn finish, const void* context,
+                           size_t context_bytes,
+                           absl::Time deadline) override {
+    if (exchange_ == nullptr) {
+      return Transport::RunExchange(tag, input, finish, context,
+                                    context_bytes, deadline);
+    }
+    // Its fallback (exchanges queued ahead of it) waits on a request,
+    // which drives the queue itself; a Start by another thread meanwhile
+    // wakes the progress thread as Exchange does.
+    return exchange_->Run(tag, input, finish, context, context_bytes,
+                          deadline);
+  }
+
   absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
                                 absl::Time deadline) override {
     return Post(peer, tag, const_cast<void*>(data.data), data.bytes(),
