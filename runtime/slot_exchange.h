@@ -13,8 +13,9 @@
 // the same way).
 //
 // Protocol. Each rank owns two slots (a double buffer); exchange k uses slot
-// k % 2 and, once written, stamps it with k + 1 (a seq_cst exchange: the
-// data needs only release and acquire, the sleepers below need the rest).
+// k % 2 and, once written, stamps it with k + 1 (a release store: the data
+// needs only release and acquire; the sleepers below are looked for after
+// a seq_cst fence, a few polls later).
 // A rank finishes exchange k when every slot k % 2 carries k + 1, then
 // reads them.
 // A rank starts exchange k + 1 only after finishing k, so a rank that
@@ -230,9 +231,11 @@ class SlotExchange {
                           const void* context, size_t context_bytes) const;
   // Run's wait for its exchange's slots; OK once every rank's holds
   // `exchange` (or this rank has been aborted: the caller asks aborted_).
+  // Wakes sleepers for Run's stamp after its first few polls.
   absl::Status AwaitRun(uint64_t exchange, uint64_t tag, absl::Time deadline);
   // Writes this rank's slot for `exchange` (the next one to publish).
-  // `context` is what `input.fill` reads.
+  // `context` is what `input.fill` reads. The caller then calls
+  // WakeSleepers (soon: a peer may sleep on this stamp).
   void Publish(uint64_t exchange, uint64_t tag, const ExchangeInput& input,
                const void* context);
   // Exchanges AdvanceLocked ended, completed after mu_ is released (a
