@@ -185,7 +185,7 @@ TEST(SelectionTest, DirectNeedsASharedAddressSpace) {
 
 // Verifies that on loopback-like ranks every all_reduce, 8 B to 64 MB on 2
 // to 16 ranks, takes the direct algorithm (README: one rendezvous, split
-// over the ranks' threads past kDirectSplitBytes), but for 2 ranks below
+// over the ranks' threads past kDirectSplitBytes), but for 2 ranks up to
 // 1 KB, which take shm.
 TEST(SelectionTest, LoopbackAllReduceIsDirectButForSmallCallsOnTwoRanks) {
   const TransportCapabilities caps = LoopbackLike();
@@ -292,17 +292,17 @@ TEST(SelectionTest, ShmForSmallCollectivesOfProcessesOnOneHost) {
 }
 
 // Verifies where loopback, which has both, picks shm over direct: on 2
-// ranks below 1 KB (each rank finishes its own call; direct's last
-// arrival hands the other its result), never on more ranks or from 1 KB
+// ranks up to 1 KB (each rank finishes its own call; direct's last
+// arrival hands the other its result), never on more ranks or from 2 KB
 // (direct reads the peers' buffers in place, with no copy through slots).
 TEST(SelectionTest, LoopbackPrefersShmToDirectOnlyForSmallCallsOnTwoRanks) {
   const TransportCapabilities caps = LoopbackLike();
   for (CollectiveKind kind : AllCollectiveKinds()) {
     for (int size : {1, 2, 3, 8, 16}) {
       for (size_t bytes = 0; bytes <= (size_t{1} << 20);
-           bytes = bytes == 0 ? 1 : bytes * 4) {
+           bytes = bytes == 0 ? 1 : bytes * 2) {
         const Algorithm chosen = ChooseAlgorithm(kind, bytes, size, caps);
-        if (size == 2 && bytes < 1024) {
+        if (size == 2 && bytes <= 1024) {
           EXPECT_EQ(chosen, Algorithm::kShm)
               << CollectiveName(kind) << " bytes=" << bytes;
         } else {
