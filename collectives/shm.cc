@@ -355,35 +355,45 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
 namespace {
 
 // How StartShm and RunShm run a call: as the all_reduce pipeline, or as
-// one exchange of `bytes` from this rank.
+// one exchange of `bytes` from this rank, which fits the slots unless
+// `largest` (any rank's contribution) exceeds them. No Status on the way:
+// this runs on every small collective.
 struct ShmPlan {
   bool pipeline = false;
+  bool fits = true;
   size_t bytes = 0;
+  size_t largest = 0;
 };
 
-absl::StatusOr<ShmPlan> PlanShm(const Transport& transport,
-                                const CollectiveArgs& args, size_t count,
-                                DataType dtype,
-                                const TransportCapabilities& caps) {
-  const int size = transport.size(), rank = transport.rank();
-  const size_t largest =
+inline ShmPlan PlanShm(const CollectiveArgs& args, int rank, int size,
+                       size_t count, DataType dtype,
+                       const TransportCapabilities& caps) {
+  ShmPlan plan;
+  plan.largest =
       ShmContributionBytes(args.kind, count, DataTypeSize(dtype), size);
   if (args.kind == CollectiveKind::kAllReduce &&
       caps.exchange_bytes >= DataTypeSize(dtype) &&
-      ShmAllReducePipelines(largest, size, caps)) {
-    return ShmPlan{true, 0};
+      ShmAllReducePipelines(plan.largest, size, caps)) {
+    plan.pipeline = true;
+    return plan;
   }
-  if (largest > caps.exchange_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        CollectiveName(args.kind), ": algorithm 'shm' takes contributions "
-        "of at most ", caps.exchange_bytes, " bytes on ", transport.name(),
-        "; this call's is ", largest, " (choose another algorithm)"));
-  }
+  plan.fits = plan.largest <= caps.exchange_bytes;
   // Ranks with nothing to give (broadcast and scatter off the root,
   // barrier) contribute no bytes.
   const bool rooted_source = args.kind == CollectiveKind::kBroadcast ||
                              args.kind == CollectiveKind::kScatter;
-  return ShmPlan{false, rooted_source && rank != args.root ? 0 : largest};
+  plan.bytes = rooted_source && rank != args.root ? 0 : plan.largest;
+  return plan;
+}
+
+absl::Status TooLargeForSlots(const Transport& transport,
+                              const CollectiveArgs& args,
+                              const TransportCapabilities& caps,
+                              size_t largest) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      CollectiveName(args.kind), ": algorithm 'shm' takes contributions "
+      "of at most ", caps.exchange_bytes, " bytes on ", transport.name(),
+      "; this call's is ", largest, " (choose another algorithm)"));
 }
 
 }  // namespace
@@ -392,25 +402,28 @@ absl::StatusOr<Request> StartShm(Transport& transport,
                                  const CollectiveArgs& args, size_t count,
                                  DataType dtype,
                                  const TransportCapabilities& caps) {
-  absl::StatusOr<ShmPlan> plan = PlanShm(transport, args, count, dtype, caps);
-  if (!plan.ok()) return plan.status();
-  if (plan->pipeline) {
+  const int rank = transport.rank();
+  const ShmPlan plan =
+      PlanShm(args, rank, transport.size(), count, dtype, caps);
+  if (plan.pipeline) {
     return StartPipelinedAllReduce(transport, args, count, dtype,
                                    caps.exchange_bytes);
   }
-  const ShmCall call{args.kind, args.op,        dtype, args.root,
-                     transport.rank(), args.recv.data, count};
+  if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
+  const ShmCall call{args.kind, args.op,   dtype, args.root,
+                     rank,      args.recv.data, count};
   return transport.Exchange(CollectiveTag(args.sequence, 0),
-                            {args.send.data, plan->bytes}, &Finish, &call,
+                            {args.send.data, plan.bytes}, &Finish, &call,
                             sizeof(call), args.deadline);
 }
 
 absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
                     size_t count, DataType dtype,
                     const TransportCapabilities& caps) {
-  absl::StatusOr<ShmPlan> plan = PlanShm(transport, args, count, dtype, caps);
-  if (!plan.ok()) return plan.status();
-  if (plan->pipeline) {
+  const int rank = transport.rank();
+  const ShmPlan plan =
+      PlanShm(args, rank, transport.size(), count, dtype, caps);
+  if (plan.pipeline) {
     absl::StatusOr<Request> started = StartPipelinedAllReduce(
         transport, args, count, dtype, caps.exchange_bytes);
     if (!started.ok()) return started.status();
@@ -418,10 +431,11 @@ absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
     if (absl::IsDeadlineExceeded(waited)) transport.Abort(waited);
     return waited;
   }
-  const ShmCall call{args.kind, args.op,        dtype, args.root,
-                     transport.rank(), args.recv.data, count};
+  if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
+  const ShmCall call{args.kind, args.op,   dtype, args.root,
+                     rank,      args.recv.data, count};
   return transport.RunExchange(CollectiveTag(args.sequence, 0),
-                               {args.send.data, plan->bytes}, &Finish, &call,
+                               {args.send.data, plan.bytes}, &Finish, &call,
                                sizeof(call), args.deadline);
 }
 

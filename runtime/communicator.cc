@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -211,7 +212,9 @@ absl::Time Communicator::DeadlineFor(const CollectiveOptions& options,
   return absl::FromUnixNanos(now_ns + timeout_ns);
 }
 
-absl::Status Communicator::PrepareCollective(CollectiveArgs& args,
+// Inlined into both callers: the small collectives' every call runs it.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status
+Communicator::PrepareCollective(CollectiveArgs& args,
                                              const CollectiveOptions& options,
                                              bool* on_device_out,
                                              int64_t* start_ns_out) {

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/fast_clock.h"
 #include "runtime/futex.h"
-#include "runtime/status_macros.h"
 
 namespace relay {
 namespace {
@@ -217,25 +216,44 @@ SlotExchange::RankFlags* SlotExchange::FlagsOf(int rank) const {
                                       static_cast<size_t>(rank) * kLine);
 }
 
-// TSAN does not model fences (GCC refuses them under -fsanitize=thread), so
-// a TSAN build writes the stamp with a seq_cst exchange and reads the
-// sleepers seq_cst instead: the same guarantee, by the other rule.
+// TSAN does not model fences, so a TSAN build stamps Run's slots with a
+// seq_cst exchange too, and its FullBarrier does nothing more.
 #if defined(__SANITIZE_THREAD__)
-constexpr bool kStampFence = false;
+constexpr bool kReleaseStamps = false;
 #else
-constexpr bool kStampFence = true;
+constexpr bool kReleaseStamps = true;
 #endif
 
+// A full barrier (StoreLoad included). On x86 a locked add to the stack,
+// as the Linux kernel's smp_mb(): GCC's seq_cst fence is an mfence, which
+// also waits for earlier loads and costs more on AMD cores.
+inline void FullBarrier() {
+#if defined(__x86_64__)
+  asm volatile("lock; orl $0, -4(%%rsp)" ::: "memory", "cc");
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
 void SlotExchange::WakeSleepers() {
-  // A sleeper counts itself (seq_cst) before its last look at the stamps
-  // and flags (seq_cst loads); this rank wrote its stamp (release) or its
-  // aborted flag (a seq_cst exchange) before this fence and reads the
-  // count after it: one of the two sees the other (the store-buffering
-  // pattern, with a seq_cst fence on this side).
-  if (kStampFence) std::atomic_thread_fence(std::memory_order_seq_cst);
+  // The write before this (a stamp or an aborted flag) is a seq_cst
+  // exchange, and a sleeper counts itself (seq_cst) before its last look
+  // at the stamps and flags (seq_cst loads): one of the two sees the
+  // other. (A fence would say it more directly, but TSAN rejects fences;
+  // on x86 the exchange is the barrier either way and the loads are plain
+  // moves.)
   if (wake()->sleepers.load(std::memory_order_seq_cst) == 0) return;
   wake()->generation.fetch_add(1, std::memory_order_seq_cst);
   FutexWakeAll(&wake()->generation, FutexScope::kShared);
+}
+
+void SlotExchange::WakeSleepersAfterReleaseStamp() {
+  // The stamp was a release store: the barrier orders it before the load
+  // of the sleepers' count, as the seq_cst exchange does in WakeSleepers
+  // (the store-buffering pattern, a full barrier on this side, seq_cst
+  // operations on the sleeper's).
+  if (kReleaseStamps) FullBarrier();
+  WakeSleepers();
 }
 
 template <class Look>
@@ -255,10 +273,10 @@ void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
   SleepUnless(timeout, [this] { return Progress(); });
 }
 
-absl::Status SlotExchange::CheckInput(const ExchangeInput& input,
-                                      ExchangeFinishFn finish,
-                                      const void* context,
-                                      size_t context_bytes) const {
+absl::Status SlotExchange::BadInput(const ExchangeInput& input,
+                                    ExchangeFinishFn finish,
+                                    const void* context,
+                                    size_t context_bytes) const {
   if (input.bytes > slot_bytes_) {
     return absl::InvalidArgumentError(
         absl::StrCat("exchange of ", input.bytes, " bytes; slots hold ",
@@ -285,9 +303,8 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
                                             const void* context,
                                             size_t context_bytes,
                                             absl::Time deadline) {
-  if (absl::Status bad = CheckInput(input, finish, context, context_bytes);
-      !bad.ok()) {
-    return bad;
+  if (!InputOk(input, finish, context, context_bytes)) {
+    return BadInput(input, finish, context, context_bytes);
   }
   std::shared_ptr<Op> op;
   Completions done;
@@ -306,7 +323,9 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
     // the write is on the critical path of a small exchange (a peer waits
     // for it); the ones after overlap the line's way to the peer.
     const bool first_in_line = queue_.empty() && !running_;
-    if (first_in_line) Publish(exchange, tag, input, context);
+    if (first_in_line) {
+      Publish(exchange, tag, input, context, /*release=*/false);
+    }
     op = std::allocate_shared<Op>(RecyclingAllocator<Op>(), deadline, this);
     op->exchange = exchange;
     op->tag = tag;
@@ -314,7 +333,6 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
     op->finish = finish;
     if (context_bytes > 0) std::memcpy(op->context, context, context_bytes);
     if (first_in_line) {
-      WakeSleepers();  // After the op's making: the stamp has drained.
       // Finished at once, without the queue, if the peers are there
       // already. Half the calls of a 2-rank group finish here.
       absl::Status failure;  // AdvanceLocked finds it again and acts on it.
@@ -339,7 +357,9 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
 absl::Status SlotExchange::Run(uint64_t tag, ExchangeInput input,
                                ExchangeFinishFn finish, const void* context,
                                size_t context_bytes, absl::Time deadline) {
-  RELAY_RETURN_IF_ERROR(CheckInput(input, finish, context, context_bytes));
+  if (!InputOk(input, finish, context, context_bytes)) {
+    return BadInput(input, finish, context, context_bytes);
+  }
   uint64_t exchange = 0;
   {
     std::unique_lock<SpinLock> lock(mu_);
@@ -358,7 +378,7 @@ absl::Status SlotExchange::Run(uint64_t tag, ExchangeInput input,
     exchange = next_exchange_++;
     // The slot first: every instruction before it delays the peers.
     // AwaitRun wakes sleepers.
-    Publish(exchange, tag, input, context);
+    Publish(exchange, tag, input, context, /*release=*/true);
     running_ = true;
   }
   // Outside the lock: a Start meanwhile queues (AdvanceLocked publishes
@@ -408,12 +428,12 @@ absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
   constexpr int kPollsBeforeClock = 8;
   for (int i = 0; i < kPollsBeforeClock; ++i) {
     if (settled()) {
-      WakeSleepers();
+      WakeSleepersAfterReleaseStamp();
       return failure;
     }
     CpuRelax();
   }
-  WakeSleepers();
+  WakeSleepersAfterReleaseStamp();
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   const auto until_deadline = absl::ToChronoNanoseconds(std::min(
@@ -451,7 +471,8 @@ absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
 }
 
 void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
-                           const ExchangeInput& input, const void* context) {
+                           const ExchangeInput& input, const void* context,
+                           bool release) {
   SlotHeader* slot = SlotOf(rank_, exchange);
   slot->tag = tag;
   slot->bytes = input.bytes;
@@ -462,19 +483,19 @@ void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
       std::memcpy(slot->data(), input.data, input.bytes);
     }
   }
-  // A release store, not a seq_cst exchange: a locked instruction waits
-  // until the line is this core's, a full transfer from the peer that
-  // polls it, while the store lets this core go on (to its look at the
-  // peers' slots, whose lines travel meanwhile). 0.91x the time of an 8 B
-  // all_reduce on 2 loopback ranks (bench/results/
-  // 2026-11-26-blocking-small.md). The caller wakes sleepers afterwards
-  // (WakeSleepers: its fence is cheap once the store has drained).
-  if (kStampFence) {
+  if (release && kReleaseStamps) {
+    // Run's: a release store, not a seq_cst exchange. A locked
+    // instruction waits until the line is this core's, a full transfer
+    // from the peer that polls it, where the store lets this core go on to
+    // its look at the peers' slots, whose lines travel meanwhile (0.91x
+    // the time of a blocking 8 B all_reduce on 2 loopback ranks,
+    // bench/results/2026-11-26-blocking-small.md).
     slot->stamp.store(exchange + 1, std::memory_order_release);
   } else {
     slot->stamp.exchange(exchange + 1, std::memory_order_seq_cst);
   }
   published_ = exchange + 1;
+  if (!release) WakeSleepers();
 }
 
 bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
@@ -560,8 +581,7 @@ void SlotExchange::AdvanceLocked(Completions* done) {
   while (!queue_.empty()) {
     Op& op = *queue_.front();
     if (published_ == op.exchange) {
-      Publish(op.exchange, op.tag, op.input, op.context);
-      WakeSleepers();
+      Publish(op.exchange, op.tag, op.input, op.context, /*release=*/false);
     }
     if (!Ready(op, &done->failure)) break;
     Finish(op);

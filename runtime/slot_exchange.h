@@ -13,9 +13,10 @@
 // the same way).
 //
 // Protocol. Each rank owns two slots (a double buffer); exchange k uses slot
-// k % 2 and, once written, stamps it with k + 1 (a release store: the data
-// needs only release and acquire; the sleepers below are looked for after
-// a seq_cst fence, a few polls later).
+// k % 2 and, once written, stamps it with k + 1 (a seq_cst exchange: the
+// data needs only release and acquire, the sleepers below need the rest;
+// Run's stamp is a release store, and it looks for sleepers a few polls
+// later, after a full barrier).
 // A rank finishes exchange k when every slot k % 2 carries k + 1, then
 // reads them.
 // A rank starts exchange k + 1 only after finishing k, so a rank that
@@ -226,18 +227,29 @@ class SlotExchange {
   // the look, one after it wakes the sleeper); true skips the sleep.
   template <class Look>
   void SleepUnless(std::chrono::nanoseconds timeout, Look look);
-  // InvalidArgument for what Start and Run reject before writing anything.
-  absl::Status CheckInput(const ExchangeInput& input, ExchangeFinishFn finish,
-                          const void* context, size_t context_bytes) const;
+  // Whether Start and Run take these arguments (inline: every call asks);
+  // where not, BadInput says why (InvalidArgument).
+  bool InputOk(const ExchangeInput& input, ExchangeFinishFn finish,
+               const void* context, size_t context_bytes) const {
+    return input.bytes <= slot_bytes_ &&
+           (input.bytes == 0 || (input.data == nullptr) != (input.fill == nullptr)) &&
+           finish != nullptr && context_bytes <= kMaxContextBytes &&
+           (context != nullptr || context_bytes == 0);
+  }
+  absl::Status BadInput(const ExchangeInput& input, ExchangeFinishFn finish,
+                        const void* context, size_t context_bytes) const;
   // Run's wait for its exchange's slots; OK once every rank's holds
   // `exchange` (or this rank has been aborted: the caller asks aborted_).
   // Wakes sleepers for Run's stamp after its first few polls.
   absl::Status AwaitRun(uint64_t exchange, uint64_t tag, absl::Time deadline);
   // Writes this rank's slot for `exchange` (the next one to publish).
-  // `context` is what `input.fill` reads. The caller then calls
-  // WakeSleepers (soon: a peer may sleep on this stamp).
+  // `context` is what `input.fill` reads. The stamp is a seq_cst exchange
+  // and sleepers are woken at once; or, with `release` (Run), a release
+  // store, and the caller wakes them soon after with
+  // WakeSleepersAfterReleaseStamp (a peer may sleep on this stamp).
   void Publish(uint64_t exchange, uint64_t tag, const ExchangeInput& input,
-               const void* context);
+               const void* context, bool release);
+  void WakeSleepersAfterReleaseStamp();
   // Exchanges AdvanceLocked ended, completed after mu_ is released (a
   // completion callback may start the next exchange).
   struct Completions {
