@@ -31,6 +31,19 @@ std::string RanksThatNeverSet(Store& store, absl::Span<const std::string> keys,
   return absl::StrJoin(missing, ",");
 }
 
+// A collective call's arguments as the caller gives them; the
+// communicator fills in the rest (PrepareCollective).
+CollectiveArgs ArgsOf(CollectiveKind kind, ConstBuffer send, Buffer recv,
+                      ReduceOp op, int root) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.send = send;
+  args.recv = recv;
+  args.op = op;
+  args.root = root;
+  return args;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
@@ -351,12 +364,7 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
 absl::Status Communicator::RunCollective(CollectiveKind kind, ConstBuffer send,
                                          Buffer recv, ReduceOp op, int root,
                                          const CollectiveOptions& options) {
-  CollectiveArgs args;
-  args.kind = kind;
-  args.send = send;
-  args.recv = recv;
-  args.op = op;
-  args.root = root;
+  CollectiveArgs args = ArgsOf(kind, send, recv, op, root);
   return RunCollective(args, options);
 }
 
@@ -426,12 +434,7 @@ absl::Status Communicator::CheckAgreement(const CollectiveArgs& args) {
 absl::StatusOr<Request> Communicator::Collective(
     CollectiveKind kind, ConstBuffer send, Buffer recv, ReduceOp op, int root,
     const CollectiveOptions& options) {
-  CollectiveArgs args;
-  args.kind = kind;
-  args.send = send;
-  args.recv = recv;
-  args.op = op;
-  args.root = root;
+  CollectiveArgs args = ArgsOf(kind, send, recv, op, root);
   return StartCollective(args, options);
 }
 
