@@ -23,8 +23,15 @@ done
   -b 1K -e 1M -f 32 -n 2 -w 1 --ranks 5 >"$out" 2>&1 || fail "bfloat16 avg ring"
 grep -q "Out of bounds values : 0 OK" "$out" || fail "bfloat16 avg wrong"
 
+# The blocking form (Communicator::RunCollective), every collective checked.
+"$bin" --api blocking -b 8 -e 64K -f 8 -n 2 -w 1 --ranks 2 >"$out" 2>&1 ||
+  fail "blocking calls exited $?"
+grep -q "Out of bounds values : 0 OK" "$out" || fail "blocking calls wrong"
+grep -q "blocking calls (RunCollective)" "$out" || fail "blocking not reported"
+
 for bad in "-b" "--bogus 1" "--dtype float7" "--ranks 0" "-b 1M -e 1K" \
-           "--root 9 --ranks 4" "--algorithm pairwise --collective all_reduce"; do
+           "--root 9 --ranks 4" "--algorithm pairwise --collective all_reduce" \
+           "--api sometimes"; do
   # shellcheck disable=SC2086
   "$bin" $bad >"$out" 2>&1
   status=$?
