@@ -302,7 +302,8 @@ absl::StatusOr<Request> Communicator::StartCollective(
     CollectiveArgs& args, const CollectiveOptions& options) {
   bool on_device = false;
   int64_t start_ns = 0;
-  RELAY_RETURN_IF_ERROR(PrepareCollective(args, options, &on_device, &start_ns));
+  RELAY_RETURN_IF_ERROR(
+      PrepareCollective(args, options, &on_device, &start_ns));
 
   // RELAY_DIAG_NO_TELEMETRY: a measuring build only, to price the flight
   // record and metrics per call (no flight record, no metrics): build with
@@ -328,7 +329,8 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
                                          const CollectiveOptions& options) {
   bool on_device = false;
   int64_t start_ns = 0;
-  RELAY_RETURN_IF_ERROR(PrepareCollective(args, options, &on_device, &start_ns));
+  RELAY_RETURN_IF_ERROR(
+      PrepareCollective(args, options, &on_device, &start_ns));
 #ifndef RELAY_DIAG_NO_TELEMETRY
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);

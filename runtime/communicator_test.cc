@@ -567,7 +567,8 @@ TEST(CommunicatorTest, BlockingFormsMatchAndMixWithRequests) {
       // request, and both come out right.
       std::vector<float> in2 = Values(rank, count, 2), out2(count, -1.0f);
       absl::StatusOr<Request> pending =
-          comm.AllReduce(ConstBuffer::Of(in2), Buffer::Of(out2), ReduceOp::kMax);
+          comm.AllReduce(ConstBuffer::Of(in2), Buffer::Of(out2),
+                         ReduceOp::kMax);
       ASSERT_TRUE(pending.ok()) << pending.status();
       std::vector<float> gathered(3 * count, -1.0f);
       ASSERT_TRUE(comm.RunCollective(CollectiveKind::kAllGather,

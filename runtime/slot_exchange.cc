@@ -462,8 +462,9 @@ absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
             ") did not complete before its deadline; waiting for rank ",
             first_missing));
       }
-      SleepUnless(absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(1))),
-                  settled);
+      SleepUnless(
+          absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(1))),
+          settled);
       if (settled()) break;
     }
     waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
@@ -575,7 +576,9 @@ void SlotExchange::Finish(uint64_t exchange, ExchangeFinishFn finish,
   finish(absl::MakeConstSpan(all), context);
 }
 
-void SlotExchange::Finish(Op& op) { Finish(op.exchange, op.finish, op.context); }
+void SlotExchange::Finish(Op& op) {
+  Finish(op.exchange, op.finish, op.context);
+}
 
 void SlotExchange::FailLocked(absl::Status failure, Completions* done) {
   aborted_ = failure;

@@ -232,7 +232,8 @@ class SlotExchange {
   bool InputOk(const ExchangeInput& input, ExchangeFinishFn finish,
                const void* context, size_t context_bytes) const {
     return input.bytes <= slot_bytes_ &&
-           (input.bytes == 0 || (input.data == nullptr) != (input.fill == nullptr)) &&
+           (input.bytes == 0 ||
+            (input.data == nullptr) != (input.fill == nullptr)) &&
            finish != nullptr && context_bytes <= kMaxContextBytes &&
            (context != nullptr || context_bytes == 0);
   }
