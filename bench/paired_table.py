@@ -17,13 +17,18 @@ import statistics
 import sys
 
 
-def rounds_best(figures):
-    pairs = [figures[i:i + 2] for i in range(0, len(figures), 2)]
-    return [min(p) for p in pairs]
+def rounds_best(figures, rounds):
+    """Each round's better figure: ab_latency.sh prints two a round (out
+    of place, in place), or one where the collective has no in-place form."""
+    per_round = len(figures) // rounds if rounds else 2
+    if per_round not in (1, 2) or per_round * rounds != len(figures):
+        sys.exit(f"paired_table.py: {len(figures)} figures for {rounds} rounds")
+    return [min(figures[i:i + per_round])
+            for i in range(0, len(figures), per_round)]
 
 
 def main(path):
-    section, sides = None, {}
+    section, sides, rounds = None, {}, 0
 
     def flush():
         if not sides:
@@ -31,10 +36,10 @@ def main(path):
         mpi = [k for k in sides if k.split('@')[0] == 'mpi']
         print(f"{section}")
         for name, figures in sides.items():
-            best = rounds_best(figures)
+            best = rounds_best(figures, rounds)
             line = f"  {name}: median {statistics.median(figures):.2f} us"
             if mpi and name not in mpi:
-                mpi_best = [min(rounds_best(sides[m])[r] for m in mpi)
+                mpi_best = [min(rounds_best(sides[m], rounds)[r] for m in mpi)
                             for r in range(len(best))]
                 ratios = [b / m for b, m in zip(best, mpi_best) if m > 0]
                 line += (f", / Open MPI's best, paired: median "
@@ -45,7 +50,11 @@ def main(path):
     for raw in open(path):
         if raw.startswith('==='):
             flush()
-            section, sides = raw.strip('= \n'), {}
+            section, sides, rounds = raw.strip('= \n'), {}, 0
+            continue
+        header = re.match(r'^# .*, (\d+) rounds x ', raw)
+        if header:
+            rounds = int(header.group(1))
             continue
         m = re.match(r'^(\S+): median [\d.]+ us \(all: ([\d. ]+)\)', raw)
         if m:

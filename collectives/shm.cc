@@ -427,9 +427,7 @@ absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
     absl::StatusOr<Request> started = StartPipelinedAllReduce(
         transport, args, count, dtype, caps.exchange_bytes);
     if (!started.ok()) return started.status();
-    absl::Status waited = started->Wait();
-    if (absl::IsDeadlineExceeded(waited)) transport.Abort(waited);
-    return waited;
+    return started->Wait();
   }
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
   const ShmCall call{args.kind, args.op,   dtype, args.root,

@@ -94,8 +94,8 @@ absl::StatusOr<Request> StartShm(Transport& transport,
 // StartShm's blocking form: returns once the call is done on this rank. One
 // exchange runs on the calling thread with no request
 // (Transport::RunExchange); the pipeline starts and waits. On
-// DeadlineExceeded the transport's exchange has been aborted (nothing
-// writes into the buffers once this returns).
+// DeadlineExceeded the call may still be in flight: the caller aborts
+// (CollectiveEngine::Run's contract).
 absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
                     size_t count, DataType dtype,
                     const TransportCapabilities& caps);

@@ -76,4 +76,12 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
       "binomial, linear, pairwise, dissemination, direct or shm)"));
 }
 
+absl::Status CollectiveEngine::Run(const std::shared_ptr<Transport>& transport,
+                                   const TransportCapabilities& caps,
+                                   const CollectiveArgs& args) const {
+  absl::StatusOr<Request> started = Start(transport, caps, args);
+  if (!started.ok()) return started.status();
+  return started->Wait();
+}
+
 }  // namespace relay

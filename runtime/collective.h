@@ -194,8 +194,9 @@ class CollectiveEngine {
   // rank, or has failed. An engine may run it without a request where
   // that is cheaper (relay's shm algorithm: one exchange on the calling
   // thread); the default starts it and waits. On DeadlineExceeded the
-  // transport has been aborted, so that nothing still writes into the
-  // call's buffers.
+  // collective may still be in flight: the caller aborts (the
+  // communicator does, so that nothing writes into the buffers once its
+  // blocking call has returned).
   virtual absl::Status Run(const std::shared_ptr<Transport>& transport,
                            const TransportCapabilities& caps,
                            const CollectiveArgs& args) const;

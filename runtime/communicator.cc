@@ -31,6 +31,13 @@ std::string RanksThatNeverSet(Store& store, absl::Span<const std::string> keys,
   return absl::StrJoin(missing, ",");
 }
 
+// Whether a call goes to the transport's native collective first: forced,
+// or relay's choice where the transport has them.
+bool WantsNative(const CollectiveArgs& args, const TransportCapabilities& caps) {
+  return args.algorithm == Algorithm::kNative ||
+         (args.algorithm == Algorithm::kAuto && caps.native_collectives);
+}
+
 // A collective call's arguments as the caller gives them; the
 // communicator fills in the rest (PrepareCollective).
 CollectiveArgs ArgsOf(CollectiveKind kind, ConstBuffer send, Buffer recv,
@@ -335,11 +342,8 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
 #endif
-  const bool want_native =
-      args.algorithm == Algorithm::kNative ||
-      (args.algorithm == Algorithm::kAuto && caps_.native_collectives);
   absl::Status status;
-  if (!on_device && !want_native) {
+  if (!on_device && !WantsNative(args, caps_)) {
     // relay's algorithm on host memory: the engine may run it on this
     // thread without a request (the shm algorithm's one exchange).
     status = engine_.Run(transport_, caps_, args);
@@ -357,8 +361,9 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
 #endif
   // The call returns with nothing in flight: a collective still running
   // at its deadline would write into the caller's buffers afterwards, so
-  // the communicator is aborted (the transport's part of it may be
-  // already), and the peers learn of it as of any abort.
+  // the communicator is aborted here, the one place for every layer below
+  // (the engine, the transport's exchange), and the peers learn of it as
+  // of any abort.
   if (absl::IsDeadlineExceeded(status)) Abort(status).IgnoreError();
   return status;
 }
@@ -379,10 +384,7 @@ absl::Status Communicator::RunAllReduce(ConstBuffer send, Buffer recv,
 absl::StatusOr<Request> Communicator::Dispatch(const CollectiveArgs& args,
                                                const TransportCapabilities& caps,
                                                bool on_device) {
-  const bool want_native =
-      args.algorithm == Algorithm::kNative ||
-      (args.algorithm == Algorithm::kAuto && caps.native_collectives);
-  if (want_native) {
+  if (WantsNative(args, caps)) {
     // Honours args.stream_order itself (Transport::Collective).
     absl::StatusOr<Request> native = transport_->Collective(args);
     if (native.ok() || args.algorithm == Algorithm::kNative || on_device ||

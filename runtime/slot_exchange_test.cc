@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -432,6 +433,19 @@ TEST(SlotExchangeRunTest, MixesWithStartedExchangesInOrder) {
   for (std::thread& t : threads) t.join();
 }
 
+// The stamp of `rank`'s slot for `exchange`, read from the region the way
+// slot_exchange.cc lays it out (the wake-up line, a line of flags per rank,
+// then each rank's two slots of 24 header bytes and the contribution,
+// rounded up to lines): for a test of when a slot is written, which no
+// outcome shows.
+uint64_t StampOf(const Region& region, int size, size_t slot_bytes, int rank,
+                 uint64_t exchange) {
+  const size_t stride = (24 + slot_bytes + 63) / 64 * 64;
+  const char* slot = region.data + 64 + static_cast<size_t>(size) * 64 +
+                     (static_cast<size_t>(rank) * 2 + exchange % 2) * stride;
+  return reinterpret_cast<const std::atomic<uint64_t>*>(slot)->load();
+}
+
 TEST(SlotExchangeRunTest, AStartDuringARunQueuesBehindIt) {
   Region region(2, 64);
   auto ex = ExchangesOver(region, 2, 64);
@@ -440,14 +454,19 @@ TEST(SlotExchangeRunTest, AStartDuringARunQueuesBehindIt) {
   // Rank 0 runs exchange 0 and waits: rank 1 has not come.
   std::thread runner([&] { run_status = RunSum(*ex[0], 10, 0, &run_out); });
   absl::SleepFor(absl::Milliseconds(20));
-  // Meanwhile another thread of rank 0 starts exchange 1: it may not
-  // publish while exchange 0 is unfinished (it would overwrite the slot
-  // that rank 1 has yet to read for exchange ... -1, and jump the order).
+  // Meanwhile another thread of rank 0 starts exchange 1. It may not write
+  // its slot while exchange 0 is unfinished: that slot held exchange -1's
+  // contribution, and a rank publishes k + 1 only once every peer has
+  // passed k (the protocol's guarantee that no slot is overwritten while
+  // a peer still reads it). The results alone would not show the early
+  // write here, so the slot's stamp is read directly.
+  ASSERT_EQ(StampOf(region, 2, 64, 0, 0), 1u);  // Run's exchange 0.
   std::vector<int64_t> in0b, in1a, in1b;
   SumResult out0b, out1a, out1b;
   absl::StatusOr<Request> next = StartSum(*ex[0], 11, 1, in0b, &out0b);
   ASSERT_TRUE(next.ok());
   EXPECT_FALSE(next->Test());
+  EXPECT_EQ(StampOf(region, 2, 64, 0, 1), 0u) << "exchange 1 published early";
   // Rank 1 takes part in both, in order.
   absl::StatusOr<Request> r1a = StartSum(*ex[1], 10, 0, in1a, &out1a);
   absl::StatusOr<Request> r1b = StartSum(*ex[1], 11, 1, in1b, &out1b);
@@ -457,6 +476,7 @@ TEST(SlotExchangeRunTest, AStartDuringARunQueuesBehindIt) {
   runner.join();
   ASSERT_TRUE(run_status.ok()) << run_status;
   ASSERT_TRUE(next->Wait().ok());
+  EXPECT_EQ(StampOf(region, 2, 64, 0, 1), 2u);
   EXPECT_EQ(run_out.sum, ExpectedSum(2, 0));
   EXPECT_EQ(out1a.sum, ExpectedSum(2, 0));
   EXPECT_EQ(out0b.sum, ExpectedSum(2, 1));

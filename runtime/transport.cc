@@ -29,23 +29,7 @@ absl::Status Transport::RunExchange(uint64_t tag, ExchangeInput input,
   absl::StatusOr<Request> started =
       Exchange(tag, input, finish, context, context_bytes, deadline);
   if (!started.ok()) return started.status();
-  absl::Status waited = started->Wait();
-  // Still in flight, and it would write into the caller's memory later.
-  if (absl::IsDeadlineExceeded(waited)) Abort(waited);
-  return waited;
-}
-
-// CollectiveEngine's default Run, here rather than in collective.cc: it
-// aborts the transport, which collective.h only declares (the transport
-// library depends on the collective one).
-absl::Status CollectiveEngine::Run(const std::shared_ptr<Transport>& transport,
-                                   const TransportCapabilities& caps,
-                                   const CollectiveArgs& args) const {
-  absl::StatusOr<Request> started = Start(transport, caps, args);
-  if (!started.ok()) return started.status();
-  absl::Status waited = started->Wait();
-  if (absl::IsDeadlineExceeded(waited)) transport->Abort(waited);
-  return waited;
+  return started->Wait();
 }
 
 }  // namespace relay

@@ -196,8 +196,9 @@ class Transport {
   // `context` is read in place, not copied. A transport whose exchange is
   // a SlotExchange runs it on the calling thread with no request; the
   // default starts one and waits. DeadlineExceeded when `deadline` passes
-  // first, and the exchange is then aborted: nothing writes into the
-  // caller's memory once this has returned.
+  // first; the exchange may then still be in flight, so the caller aborts
+  // the transport before the buffers go (Communicator::RunCollective
+  // aborts the communicator).
   virtual absl::Status RunExchange(uint64_t tag, ExchangeInput input,
                                    ExchangeFinishFn finish,
                                    const void* context, size_t context_bytes,
