@@ -297,6 +297,11 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         wait_ == UcxWait::kBlock ||
         (wait_ == UcxWait::kAuto && local_ranks > UsableCores());
     wait_spin_ = RequestState::SpinBudgetFor(local_ranks);
+    // Where this host's callers and progress threads outnumber its cores,
+    // each stand-aside check preempts a polling caller (ProgressLoop).
+    most_stand_aside_ns_ = 2 * local_ranks > UsableCores()
+                               ? kMostStandAsideCrowdedNs
+                               : kMostStandAsideNs;
     std::vector<int> unwilling;  // Ranks whose UCX_TLS excludes shm.
     for (int r = 0; r < size_; ++r) {
       if ((*addresses)[static_cast<size_t>(2 * size_ + r)] != "1") {
@@ -448,7 +453,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   bool Progress() override {
     if (exchange_ != nullptr && exchange_->Progress()) return true;
     const int64_t now = NowNanos();
-    last_caller_poll_ns_.store(now, std::memory_order_relaxed);
+    StampCallerPoll(now);
     if (Poll(now)) return true;
     // Blocking: keep the caller polling only while work arrives, so it
     // soon sleeps and leaves the core to a rank that has work; the progress
@@ -468,7 +473,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // the slots.
   bool DriveExchange() override {
     const int64_t now = NowNanos();
-    last_caller_poll_ns_.store(now, std::memory_order_relaxed);
+    StampCallerPoll(now);
     if (exchange_->Progress()) return true;
     return outstanding_.load(std::memory_order_relaxed) > 0 && Poll(now);
   }
@@ -563,6 +568,42 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // for as long as the step.
   static bool Within(int64_t elapsed, int64_t window) {
     return elapsed >= 0 && elapsed < window;
+  }
+
+  // Stamps a caller's poll, for the progress thread's stand-aside (see
+  // ProgressLoop). A caller that comes back more than kCallerGapNs after
+  // its previous poll, with work in flight, left that work to the thread
+  // in between (it computed while transfers moved, and did not sleep,
+  // which would have cleared the stamp). The caller sees every such gap;
+  // the thread alone sees only those its checks happen to fall in.
+  void StampCallerPoll(int64_t now) {
+    const int64_t previous =
+        last_caller_poll_ns_.load(std::memory_order_relaxed);
+    last_caller_poll_ns_.store(now, std::memory_order_relaxed);
+    if (previous != 0 && !Within(now - previous, kCallerGapNs) && Busy()) {
+      NoteAbandoned(now);
+    }
+  }
+
+  // Work was left in flight with nobody polling, at `now`. Twice within
+  // kAbandonMemoryNs marks a program that overlaps communication with its
+  // own work: the progress thread then checks every kCallerPollingNs
+  // rather than backing off. Once (a pause while the job started) only
+  // restarts the back-off: with one gap enough, the gap every program has
+  // at its start held a ping-pong at 1 ms checks for its first second
+  // (bench/results/2026-11-27-ucx-stand-aside-cap/).
+  void NoteAbandoned(int64_t now) {
+    const int64_t before =
+        last_abandoned_ns_.exchange(now, std::memory_order_relaxed);
+    if (Within(now - before, kAbandonMemoryNs)) {
+      repeat_abandoned_ns_.store(now, std::memory_order_relaxed);
+    }
+  }
+
+  // UCX operations in flight, or shared-memory exchanges queued.
+  bool Busy() const {
+    return outstanding_.load(std::memory_order_relaxed) > 0 ||
+           (exchange_ != nullptr && exchange_->pending());
   }
 
   // Drives the worker once, if no other thread is; `now` (NowNanos) stamps
@@ -769,24 +810,19 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     using Clock = std::chrono::steady_clock;
     auto idle_for = std::chrono::microseconds(1);
     Clock::time_point last_busy = Clock::now();
-    // UCX operations in flight, or shared-memory exchanges queued.
-    auto busy = [&] {
-      return outstanding_.load(std::memory_order_relaxed) > 0 ||
-             (exchange_ != nullptr && exchange_->pending());
-    };
     // How long a caller's last poll keeps this thread standing aside (see
-    // below), and when a caller last left operations outstanding without
-    // polling or sleeping (it went off to compute).
+    // below), and the latest abandonment (NoteAbandoned) it has reset
+    // that interval for.
     int64_t stand_aside_ns = kCallerPollingNs;
-    int64_t last_abandoned_ns = std::numeric_limits<int64_t>::min() / 2;
+    int64_t abandoned_seen_ns = last_abandoned_ns_.load();
     for (;;) {
-      if (busy()) {
+      if (Busy()) {
         last_busy = Clock::now();
       } else if (Clock::now() - last_busy > kLinger) {
         std::unique_lock<std::mutex> lock(idle_mu_);
         thread_idle_.store(true, std::memory_order_seq_cst);
         idle_cv_.wait(lock, [&] {
-          return stop_ || busy();
+          return stop_ || Busy();
         });
         thread_idle_.store(false, std::memory_order_relaxed);
         last_busy = Clock::now();
@@ -809,11 +845,17 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       // run against 310 with no thread, and took 0.1 us longer per message
       // (bench/results/2026-11-25-ucx-stand-aside/). So while the
       // caller is still polling at each check, the interval doubles up to
-      // kMostStandAsideNs (4 ms kept most of the gain, 8 ms a little more).
+      // most_stand_aside_ns_: 4 ms, or 32 ms where callers and threads
+      // outnumber the cores. At 4 ms the checks still cost a 256 KB
+      // ping-pong on 2 cores about half a microsecond a message; 32 ms
+      // brought it level with no thread
+      // (bench/results/2026-11-27-ucx-stand-aside-cap/).
       // The price is a later take-over, by up to that interval, when a
       // caller stops polling with operations outstanding (it went off to
-      // compute). A program that does so is remembered for
-      // kAbandonMemoryNs and keeps the 1 ms interval, so it pays the late
+      // compute). Each such gap, seen by this thread's take-over or by the
+      // caller's next poll (StampCallerPoll), restarts the interval at
+      // 1 ms; a program that leaves a second one within kAbandonMemoryNs
+      // keeps the 1 ms interval (NoteAbandoned), so it pays the late
       // take-over once rather than at every overlap.
       //
       // The stamp is read before the clock: the other way round, a caller
@@ -834,16 +876,23 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         const int64_t polled =
             last_caller_poll_ns_.load(std::memory_order_relaxed);
         const int64_t woke = NowNanos();
-        if (polled != 0 && Within(woke - polled, kCallerPollingNs) &&
-            !Within(woke - last_abandoned_ns, kAbandonMemoryNs)) {
-          stand_aside_ns = std::min(2 * stand_aside_ns, kMostStandAsideNs);
+        const int64_t abandoned =
+            last_abandoned_ns_.load(std::memory_order_relaxed);
+        if (abandoned != abandoned_seen_ns ||
+            Within(woke - repeat_abandoned_ns_.load(std::memory_order_relaxed),
+                   kAbandonMemoryNs)) {
+          abandoned_seen_ns = abandoned;
+          stand_aside_ns = kCallerPollingNs;
+        } else if (polled != 0 && Within(woke - polled, kCallerPollingNs)) {
+          stand_aside_ns = std::min(2 * stand_aside_ns, most_stand_aside_ns_);
         }
         continue;
       }
       // Taking over. A caller that polled and then neither polled again nor
       // went to sleep, with operations or exchanges outstanding, left them
       // behind.
-      if (last_poll != 0 && busy()) last_abandoned_ns = now;
+      if (last_poll != 0 && Busy()) NoteAbandoned(now);
+      abandoned_seen_ns = last_abandoned_ns_.load(std::memory_order_relaxed);
       stand_aside_ns = kCallerPollingNs;
       const bool exchanged = exchange_ != nullptr && exchange_->Progress();
       if (Poll(now) || exchanged) {
@@ -934,14 +983,24 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   absl::Status abort_reason_;
 
   std::atomic<int> outstanding_{0};
-  // When a caller last drove progress (steady clock, ns), and how recent
-  // that must be for the progress thread to stand aside.
+  // When a caller last drove progress (NowNanos; 0 once it went to sleep),
+  // and how recent that must be for the progress thread to stand aside.
   std::atomic<int64_t> last_caller_poll_ns_{0};
   static constexpr int64_t kCallerPollingNs = 1'000'000;
-  // The longest stand-aside interval (see ProgressLoop), and how long a
+  // The longest stand-aside interval (see ProgressLoop): with a core for
+  // every caller and thread of this host, and without; and how long a
   // caller that left operations behind keeps it at kCallerPollingNs.
   static constexpr int64_t kMostStandAsideNs = 4'000'000;
-  static constexpr int64_t kAbandonMemoryNs = 1'000'000'000;
+  static constexpr int64_t kMostStandAsideCrowdedNs = 32'000'000;
+  int64_t most_stand_aside_ns_ = kMostStandAsideNs;  // Set by Connect.
+  static constexpr int64_t kAbandonMemoryNs = 10'000'000'000;
+  // When a caller last left work in flight without polling or sleeping
+  // (NoteAbandoned), and last did so for the second time within
+  // kAbandonMemoryNs; the gap between two polls that counts as that.
+  static constexpr int64_t kLongAgoNs = std::numeric_limits<int64_t>::min() / 2;
+  std::atomic<int64_t> last_abandoned_ns_{kLongAgoNs};
+  std::atomic<int64_t> repeat_abandoned_ns_{kLongAgoNs};
+  static constexpr int64_t kCallerGapNs = kCallerPollingNs;
   // When the worker last did something (a completion or protocol work).
   std::atomic<int64_t> last_activity_ns_{0};
   static constexpr int64_t kBusyNs = 10'000'000;

@@ -21,7 +21,8 @@
 // outstanding, so transfers move while the caller computes. The thread
 // stands aside while a caller polls and takes over when the caller's Wait
 // goes to sleep (StoppedPolling), or when the caller has not polled for
-// 1 ms (up to 4 ms after a long stretch of polling, see ProgressLoop).
+// 1 ms (up to 4 ms after a long stretch of polling, 32 ms where the
+// host's ranks and their threads outnumber its cores; see ProgressLoop).
 // The worker is used under one lock; completions run after it is
 // released, so callbacks may post new operations.
 //
