@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "collectives/device_stream_ops.h"
 #include "collectives/direct.h"
 #include "collectives/executor.h"
@@ -46,6 +47,18 @@ absl::Status ReadSize(const char* name, size_t* out) {
   return absl::OkStatus();
 }
 
+absl::Status ReadSwitch(const char* name, bool* out) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return absl::OkStatus();
+  const absl::string_view v(value);
+  if (v != "0" && v != "1") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "='", value, "' is neither 0 nor 1"));
+  }
+  *out = v == "1";
+  return absl::OkStatus();
+}
+
 const char* At(const void* base, size_t elements, DataType dtype) {
   return static_cast<const char*>(base) + elements * DataTypeSize(dtype);
 }
@@ -67,6 +80,10 @@ ScheduleEngine::ScheduleEngine() {
   }
   if (config_error_.ok()) {
     config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
+  }
+  if (config_error_.ok()) {
+    config_error_ =
+        ReadSwitch("RELAY_RING_BIDIRECTIONAL", &device_ring_bidirectional_);
   }
 }
 
@@ -333,6 +350,11 @@ absl::StatusOr<Request> ScheduleEngine::Start(
                              kMaxPipelineLanes);
     params.lanes = std::min(params.lanes, std::max<size_t>(count, 1));
   }
+  // On device buffers over NCCL a ring step to one neighbour gets only that
+  // peer's point-to-point channels (ring.h).
+  params.bidirectional = on_device && device_ring_bidirectional_ &&
+                         algorithm == Algorithm::kRing &&
+                         args.kind == CollectiveKind::kAllReduce;
 
   ExecutionContext ctx;
   ctx.transport = transport;  // The schedule runs on: it shares the wiring.

@@ -17,6 +17,10 @@
 //                         at its bandwidth, from its capabilities).
 //   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2); on device
 //                         buffers, the lanes (and lane streams) of a call.
+//   RELAY_RING_BIDIRECTIONAL  1 (default) or 0: ring all_reduce on device
+//                         buffers sends half of each segment each way round
+//                         the ring (ring.h), where there are more than 2
+//                         ranks. Host buffers always go one way.
 // A malformed value makes every call fail with InvalidArgument naming it.
 //
 // Example:
@@ -71,6 +75,7 @@ class ScheduleEngine final : public CollectiveEngine {
   AlgorithmOverrides overrides_;
   size_t segment_bytes_ = 0;  // RELAY_SEGMENT_BYTES; 0: not set.
   size_t pipeline_depth_ = 2;
+  bool device_ring_bidirectional_ = true;  // RELAY_RING_BIDIRECTIONAL.
   std::shared_ptr<StreamOps> host_stream_ops_;
 };
 

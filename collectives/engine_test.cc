@@ -48,6 +48,34 @@ TEST(EngineSegmentTest, TheEnvironmentVariableWins) {
   EXPECT_EQ(engine.SegmentBytes(Caps(1.0, 10.0)), size_t{65536});
 }
 
+// A malformed variable fails every call with InvalidArgument naming it.
+TEST(EngineConfigTest, MalformedVariablesAreInvalidArgument) {
+  struct Bad {
+    const char* name;
+    const char* value;
+  };
+  for (const Bad& bad : {Bad{"RELAY_SEGMENT_BYTES", "lots"},
+                         Bad{"RELAY_PIPELINE_DEPTH", "0"},
+                         Bad{"RELAY_RING_BIDIRECTIONAL", "yes"},
+                         Bad{"RELAY_RING_BIDIRECTIONAL", "2"}}) {
+    setenv(bad.name, bad.value, 1);
+    ScheduleEngine engine;
+    unsetenv(bad.name);
+    const absl::Status s =
+        engine.Supports(CollectiveKind::kAllReduce, Algorithm::kRing);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad.name;
+    EXPECT_NE(s.message().find(bad.name), absl::string_view::npos)
+        << s.message();
+  }
+  for (const char* good : {"0", "1"}) {
+    setenv("RELAY_RING_BIDIRECTIONAL", good, 1);
+    ScheduleEngine engine;
+    unsetenv("RELAY_RING_BIDIRECTIONAL");
+    EXPECT_TRUE(
+        engine.Supports(CollectiveKind::kAllReduce, Algorithm::kRing).ok());
+  }
+}
+
 ScheduleParams Params(int rank, int size, size_t count) {
   ScheduleParams p;
   p.rank = rank;
@@ -70,9 +98,11 @@ TEST(CachedScheduleTest, ReusesOnlyAnIdenticalCall) {
   in_place.in_place = true;
   ScheduleParams average = p;
   average.average = true;
+  ScheduleParams both_ways = p;
+  both_ways.bidirectional = true;
   for (const ScheduleParams& q :
        {Params(2, 4, 10), Params(1, 5, 10), Params(1, 4, 11), in_place,
-        average}) {
+        average, both_ways}) {
     std::shared_ptr<const Schedule> b = CachedSchedule(kind, rd, q);
     EXPECT_NE(b, a);
     EXPECT_EQ(b->DebugString(), BuildSchedule(kind, rd, q).DebugString());

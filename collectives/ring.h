@@ -13,6 +13,13 @@
 //                   2(n-1) alpha + 2(n-1)/n S beta + (n-1)/n S gamma
 // Bandwidth-optimal; the latency term grows linearly with n.
 //
+// Bidirectional all_reduce (ScheduleParams::bidirectional, n > 2): each
+// segment's first half goes round clockwise and its second half the other
+// way, and step k of both rings is one step, so every step sends to both
+// neighbours at once. Same cost on paper; on GPUs over NCCL it gives each
+// step the point-to-point channels of two peers instead of one, where a
+// single peer's channels cap the ring well below NCCL's own all_reduce.
+//
 // Example:
 //   Schedule s = RingAllReduce({.rank = 1, .size = 4, .count = 1 << 20});
 #ifndef RELAY_COLLECTIVES_RING_H_

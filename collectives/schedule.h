@@ -114,13 +114,17 @@ struct ScheduleParams {
   bool in_place = false;
   bool average = false;  // Divide the reduced result by `size`.
   size_t lanes = 1;      // Pipeline segments, for builders that pipeline.
+  // Ring all_reduce: each segment's halves go round the ring in opposite
+  // directions, so every step sends to both neighbours (ring.h).
+  bool bidirectional = false;
 
   // Every field: CachedSchedule (engine.h) reuses a schedule only for equal
   // params, so a field added above must be compared here too.
   friend bool operator==(const ScheduleParams& a, const ScheduleParams& b) {
     return a.rank == b.rank && a.size == b.size && a.root == b.root &&
            a.count == b.count && a.in_place == b.in_place &&
-           a.average == b.average && a.lanes == b.lanes;
+           a.average == b.average && a.lanes == b.lanes &&
+           a.bidirectional == b.bidirectional;
   }
 };
 

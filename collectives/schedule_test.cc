@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ struct Case {
   int root = 0;
   bool in_place = false;
   size_t lanes = 1;
+  bool bidirectional = false;
   Op op = Op::kSum;
   uint32_t seed = 0;  // Picks the simulator's (arbitrary) interleaving.
 
@@ -60,6 +62,7 @@ struct Case {
     return absl::StrCat(CollectiveName(kind), "/", AlgorithmName(algorithm),
                         " size=", size, " count=", count, " root=", root,
                         in_place ? " in_place" : "", " lanes=", lanes,
+                        bidirectional ? " bidirectional" : "",
                         IsReduction(kind) ? absl::StrCat(" op=", OpName(op))
                                           : "");
   }
@@ -272,6 +275,7 @@ class Simulator {
       p.in_place = RankInPlace(c, r);
       p.average = IsReduction(c.kind) && c.op == Op::kAvg;
       p.lanes = c.lanes;
+      p.bidirectional = c.bidirectional;
       s.schedule = build(p);
       s.layout = LayoutFor(c, r);
       s.mem.resize(s.layout.backing);
@@ -725,6 +729,8 @@ int Sweep(CollectiveKind kind) {
           for (bool in_place : {false, true}) {
             if (in_place && !HasInPlaceForm(kind)) continue;
             for (size_t lanes : {size_t{1}, size_t{3}}) {
+              // Every builder must ignore the flag but ring all_reduce.
+              for (bool bidirectional : {false, true}) {
               for (Op op : Ops(kind)) {
                 Case c;
                 c.kind = kind;
@@ -734,6 +740,7 @@ int Sweep(CollectiveKind kind) {
                 c.root = root;
                 c.in_place = in_place;
                 c.lanes = lanes;
+                c.bidirectional = bidirectional;
                 c.op = op;
                 c.seed = static_cast<uint32_t>(cases) * 2654435761u + 1;
                 ++cases;
@@ -741,6 +748,7 @@ int Sweep(CollectiveKind kind) {
                 if (!error.empty() && ++failures <= 5) {
                   ADD_FAILURE() << c.Name() << "\n" << error;
                 }
+              }
               }
             }
           }
@@ -1030,6 +1038,46 @@ TEST(ScheduleStepsTest, RingAllReduce) {
                   << "n=" << n << " rank " << r;
             }
           }
+        }
+      }
+    }
+  }
+}
+
+// Verifies that bidirectional ring all_reduce keeps the ring's 2(n-1)
+// steps and, from 3 ranks, sends to both neighbours in every one of them,
+// half of the segment each way; with 2 ranks (one neighbour) it is the
+// plain ring.
+TEST(ScheduleStepsTest, BidirectionalRingAllReduceSendsBothWays) {
+  const size_t count = 1000;
+  for (int n : Sizes()) {
+    if (n == 1) continue;
+    for (int r = 0; r < n; ++r) {
+      ScheduleParams p = Params(r, n, count, 1, false, false);
+      const Schedule one_way =
+          BuildSchedule(CollectiveKind::kAllReduce, Algorithm::kRing, p);
+      p.bidirectional = true;
+      const Schedule s =
+          BuildSchedule(CollectiveKind::kAllReduce, Algorithm::kRing, p);
+      ASSERT_EQ(s.lanes.size(), 1u);
+      const std::vector<Step>& steps = s.lanes[0].steps;
+      ASSERT_EQ(steps.size(), 2 * static_cast<size_t>(n - 1)) << "n=" << n;
+      if (n == 2) {
+        EXPECT_EQ(s.DebugString(), one_way.DebugString());
+        continue;
+      }
+      const int right = (r + 1) % n, left = (r + n - 1) % n;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        std::map<int, size_t> sent;  // Elements sent to each peer.
+        for (const Action& a : steps[k].actions) {
+          if (a.kind == Action::Kind::kSend) sent[a.peer] += a.src.count;
+        }
+        ASSERT_EQ(sent.size(), 2u) << "n=" << n << " rank " << r << " step " << k;
+        // Each way carries one block of its half: about count / 2n.
+        const double block = static_cast<double>(count) / (2 * n);
+        for (int peer : {right, left}) {
+          EXPECT_NEAR(static_cast<double>(sent[peer]), block, 16)
+              << "n=" << n << " rank " << r << " step " << k << " peer " << peer;
         }
       }
     }

@@ -20,6 +20,10 @@
 #                       (RELAY_STREAM_REDUCE_BLOCKS, default 16; 0 = a full
 #                       grid; variant ring-dN-bB): a full grid keeps NCCL's
 #                       next kernel from starting beside it
+#   ONE_WAY=1           also run the first depth with the ring going one way
+#                       only (RELAY_RING_BIDIRECTIONAL=0; variant
+#                       ring-dN-oneway): on more than 2 GPUs the default
+#                       ring sends half of each segment each way
 #   BASELINE            path of a collectives binary from another build: its
 #                       ring (default depth) runs too, as variant
 #                       ring-baseline (an A/B of a change in one run)
@@ -39,13 +43,14 @@ sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
 depths="${DEPTHS:-2 4 8}"
 {
   gpu_header "$gpus"
-  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; reduce-block variants ${REDUCE_BLOCKS:-none} (others: RELAY_STREAM_REDUCE_BLOCKS=${RELAY_STREAM_REDUCE_BLOCKS:-default}); baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; one-way variant ${ONE_WAY:-0}; reduce-block variants ${REDUCE_BLOCKS:-none} (others: RELAY_STREAM_REDUCE_BLOCKS=${RELAY_STREAM_REDUCE_BLOCKS:-default}); baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
 } | tee "$out/environment.txt"
 c=all_reduce
 variants=relay
 for d in $depths; do variants="$variants ring-d$d"; done
 first_depth=${depths%% *}
 for b in ${REDUCE_BLOCKS:-}; do variants="$variants ring-d$first_depth-b$b"; done
+[ "${ONE_WAY:-0}" = 1 ] && variants="$variants ring-d$first_depth-oneway"
 [ -n "${BASELINE:-}" ] && variants="$variants ring-baseline"
 for k in $(seq 1 "$rounds"); do
   check=$([ "$k" = 1 ] && [ "${CHECK:-1}" = 1 ] && echo 1 || echo 0)
@@ -57,10 +62,11 @@ for k in $(seq 1 "$rounds"); do
     bin="$here/collectives"
     args=(--algorithm ring)
     depth_env=()
-    if [[ "$v" =~ ^ring-d([0-9]+)(-b([0-9]+))?$ ]]; then
+    if [[ "$v" =~ ^ring-d([0-9]+)(-b([0-9]+))?(-oneway)?$ ]]; then
       depth_env=(RELAY_PIPELINE_DEPTH="${BASH_REMATCH[1]}")
       [ -n "${BASH_REMATCH[3]}" ] &&
         depth_env+=(RELAY_STREAM_REDUCE_BLOCKS="${BASH_REMATCH[3]}")
+      [ -n "${BASH_REMATCH[4]}" ] && depth_env+=(RELAY_RING_BIDIRECTIONAL=0)
     elif [ "$v" = relay ]; then
       args=()
     elif [ "$v" = ring-baseline ]; then
