@@ -30,6 +30,12 @@ constexpr size_t kMaxPipelineLanes = 256;
 // lane's reduction with the next lane's transfer.
 constexpr size_t kDeviceMinLaneBytes = size_t{4} << 20;
 
+// The smallest block a bidirectional ring all_reduce step sends each way
+// on device buffers. On 4 H100s over NCCL, 2 MiB blocks (32 MB calls) ran
+// at 0.81x of the one-way ring, 4 MiB level, 8 MiB and up 1.05-1.15x
+// (bench/results/2026-11-27-ring-bidirectional-4gpu-h100).
+constexpr size_t kBidirectionalMinBlockBytes = size_t{4} << 20;
+
 bool OnDevice(const CollectiveArgs& a) {
   return (a.send.count > 0 && !a.send.device.is_host()) ||
          (a.recv.count > 0 && !a.recv.device.is_host());
@@ -351,10 +357,16 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     params.lanes = std::min(params.lanes, std::max<size_t>(count, 1));
   }
   // On device buffers over NCCL a ring step to one neighbour gets only that
-  // peer's point-to-point channels (ring.h).
-  params.bidirectional = on_device && device_ring_bidirectional_ &&
-                         algorithm == Algorithm::kRing &&
-                         args.kind == CollectiveKind::kAllReduce;
+  // peer's point-to-point channels (ring.h). Going both ways halves each
+  // message, which costs more than it gains below kBidirectionalMinBlock.
+  if (on_device && device_ring_bidirectional_ &&
+      algorithm == Algorithm::kRing &&
+      args.kind == CollectiveKind::kAllReduce && size > 2) {
+    const size_t block_bytes =
+        ModelBytes(args.kind, count, dtype, size) / params.lanes /
+        (2 * static_cast<size_t>(size));
+    params.bidirectional = block_bytes >= kBidirectionalMinBlockBytes;
+  }
 
   ExecutionContext ctx;
   ctx.transport = transport;  // The schedule runs on: it shares the wiring.
