@@ -24,6 +24,10 @@
 #                       only (RELAY_RING_BIDIRECTIONAL=0; variant
 #                       ring-dN-oneway): on more than 2 GPUs the default
 #                       ring sends half of each segment each way
+#   ENV_VARIANTS        also run the first depth under other environments:
+#                       "NAME:VAR=VALUE[,VAR=VALUE...] ..." gives variant
+#                       ring-dN-NAME (for example
+#                       "chunk128k:NCCL_P2P_NVL_CHUNKSIZE=131072")
 #   BASELINE            path of a collectives binary from another build: its
 #                       ring (default depth) runs too, as variant
 #                       ring-baseline (an A/B of a change in one run)
@@ -43,7 +47,7 @@ sweep=(-b "${MIN_SIZE:-64M}" -e "${MAX_SIZE:-1G}" -f 2 -n 20 -w 5)
 depths="${DEPTHS:-2 4 8}"
 {
   gpu_header "$gpus"
-  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; one-way variant ${ONE_WAY:-0}; reduce-block variants ${REDUCE_BLOCKS:-none} (others: RELAY_STREAM_REDUCE_BLOCKS=${RELAY_STREAM_REDUCE_BLOCKS:-default}); baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
+  echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds; depths $depths; one-way variant ${ONE_WAY:-0}; environment variants ${ENV_VARIANTS:-none}; reduce-block variants ${REDUCE_BLOCKS:-none} (others: RELAY_STREAM_REDUCE_BLOCKS=${RELAY_STREAM_REDUCE_BLOCKS:-default}); baseline $(basename "${BASELINE:-none}"); check ${CHECK:-1}"
 } | tee "$out/environment.txt"
 c=all_reduce
 variants=relay
@@ -51,6 +55,16 @@ for d in $depths; do variants="$variants ring-d$d"; done
 first_depth=${depths%% *}
 for b in ${REDUCE_BLOCKS:-}; do variants="$variants ring-d$first_depth-b$b"; done
 [ "${ONE_WAY:-0}" = 1 ] && variants="$variants ring-d$first_depth-oneway"
+declare -A variant_env=()
+for spec in ${ENV_VARIANTS:-}; do
+  name="${spec%%:*}"
+  [[ "$name" =~ ^[A-Za-z0-9_]+$ && "$spec" == *:*=* ]] || {
+    echo "ring_over_nccl.sh: ENV_VARIANTS entry '$spec' is not NAME:VAR=VALUE[,...]" >&2
+    exit 2
+  }
+  variants="$variants ring-d$first_depth-$name"
+  variant_env[ring-d$first_depth-$name]="${spec#*:}"
+done
 [ -n "${BASELINE:-}" ] && variants="$variants ring-baseline"
 for k in $(seq 1 "$rounds"); do
   check=$([ "$k" = 1 ] && [ "${CHECK:-1}" = 1 ] && echo 1 || echo 0)
@@ -62,7 +76,10 @@ for k in $(seq 1 "$rounds"); do
     bin="$here/collectives"
     args=(--algorithm ring)
     depth_env=()
-    if [[ "$v" =~ ^ring-d([0-9]+)(-b([0-9]+))?(-oneway)?$ ]]; then
+    if [ -n "${variant_env[$v]:-}" ]; then
+      IFS=',' read -r -a depth_env <<<"${variant_env[$v]}"
+      depth_env+=(RELAY_PIPELINE_DEPTH="$first_depth")
+    elif [[ "$v" =~ ^ring-d([0-9]+)(-b([0-9]+))?(-oneway)?$ ]]; then
       depth_env=(RELAY_PIPELINE_DEPTH="${BASH_REMATCH[1]}")
       [ -n "${BASH_REMATCH[3]}" ] &&
         depth_env+=(RELAY_STREAM_REDUCE_BLOCKS="${BASH_REMATCH[3]}")
