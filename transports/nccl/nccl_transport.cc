@@ -809,6 +809,7 @@ class NcclTransport final : public Transport {
     caps.native_collectives = true;
     caps.matches_tags = false;
     caps.stream_ordered = true;
+    caps.forward_ring_links = core_->HasEdges();
     caps.latency_us = 10;
     caps.bandwidth_gbps = 100;
     return caps;
