@@ -63,16 +63,8 @@ for spec in "${specs[@]}"; do
   fi
   [[ -x "$bin" ]] || { echo "ab_pingpong.sh: $bin is not an executable" >&2; exit 2; }
 done
-# ucx_perftest's half round trip (us) for `bytes`, `iters` round trips.
-perftest_latency() {
-  local port=$((20000 + RANDOM % 20000))
-  ucx_perftest -p "$port" -t tag_lat -s "$1" -n "$2" >/dev/null 2>&1 &
-  local server=$!
-  sleep 0.5
-  ucx_perftest 127.0.0.1 -p "$port" -t tag_lat -s "$1" -n "$2" 2>/dev/null |
-    awk '/^Final:/ {print $4}'
-  wait "$server" || true
-}
+# shellcheck source=bench/ucx_perftest_lib.sh
+source bench/ucx_perftest_lib.sh  # From the repository root (cd above).
 to_bytes() {  # 32K -> 32768
   local v="$1" m=1
   case "$v" in
@@ -83,9 +75,7 @@ to_bytes() {  # 32K -> 32768
 # The round trips pingpong makes of `iters` at this size: it moves at most
 # about 1 GB per size (bench/pingpong.cc), and perftest is given as many.
 size_bytes="$(to_bytes "$bytes")"
-round_trips=$(( (1 << 30) / (size_bytes + 1) ))
-((round_trips > iters)) && round_trips=$iters
-((round_trips < 10)) && round_trips=10
+round_trips="$(pingpong_round_trips "$size_bytes" "$iters")"
 export UCX_TLS="${UCX_TLS:-shm,self}"
 
 results="$(mktemp)"
@@ -100,7 +90,7 @@ for ((round = 1; round <= rounds; ++round)); do
     if [[ $bin == perftest ]]; then
       out=""
       latency="$(for e in "${envs[@]}"; do export "$e"; done
-                 perftest_latency "$size_bytes" "$round_trips")"
+                 perftest_run tag_lat "$size_bytes" "$round_trips" | awk '{print $1}')"
     else
       if ((switches)); then
         out="$(perf stat -x, -e context-switches -- "${run[@]}" 2>&1)"

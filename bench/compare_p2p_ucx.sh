@@ -45,7 +45,6 @@ rounds="${ROUNDS:-3}"
 pattern="${PATTERN:-perftest}"
 window="${WINDOW:-32}"
 read -r -a sizes <<<"${SIZES:-8 64 512 4096 32768 262144 1048576 4194304 16777216}"
-port=$((20000 + RANDOM % 20000))
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (tools/bootstrap.sh installs ucx-utils)" >&2; exit 1; }
 mkdir -p "$out"
 bazel build //bench:pingpong >&2
@@ -53,19 +52,8 @@ bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
 cp -f bazel-bin/bench/pingpong "$bin/"
 
-# perftest TEST SIZE ITERS: prints "latency_us bandwidth_GBps" from the
-# client's Final line (MB/s there is 2^20 B/s).
-perftest() {
-  local test="$1" size="$2" iters="$3"
-  local window_flag=()
-  [ "$test" = tag_bw ] && window_flag=(-O "$window")
-  UCX_TLS="$tls" ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" >/dev/null 2>&1 &
-  local server=$!
-  sleep 0.5
-  UCX_TLS="$tls" ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" 2>/dev/null |
-    awk '/^Final:/ {printf "%s %.3f\n", $4, $7 * 1048576 / 1e9}'
-  wait "$server" || true
-}
+# shellcheck source=bench/ucx_perftest_lib.sh
+source bench/ucx_perftest_lib.sh  # From the repository root (cd above).
 
 {
   echo "# Point-to-point: relay's UCX transport vs ucx_perftest"
@@ -90,16 +78,14 @@ for size in "${sizes[@]}"; do
   iters=$((size >= 1048576 ? 2000 : 20000))
   # pingpong moves at most about 1 GB per size (bench/pingpong.cc): tag_lat
   # gets the round trips pingpong makes, not more.
-  round_trips=$(( (1 << 30) / (size + 1) ))
-  ((round_trips > iters)) && round_trips=$iters
-  ((round_trips < 10)) && round_trips=10
+  round_trips="$(pingpong_round_trips "$size" "$iters")"
   : > "$out/relay_$size.txt"
   : > "$out/perftest_$size.txt"
   for ((r = 1; r <= rounds; r++)); do
     UCX_TLS="$tls" tools/relayrun -n 2 --no-prefix -- "$bin/pingpong" -b "$size" -e "$size" \
       -n "$iters" --pattern "$pattern" --window "$window" | awk '!/^#/ {print $2, $3}' >> "$out/relay_$size.txt"
-    lat="$(perftest tag_lat "$size" "$round_trips" | awk '{print $1}')"
-    bw="$(perftest tag_bw "$size" "$iters" | awk '{print $2}')"
+    lat="$(UCX_TLS="$tls" perftest_run tag_lat "$size" "$round_trips" | awk '{print $1}')"
+    bw="$(UCX_TLS="$tls" perftest_run tag_bw "$size" "$iters" "$window" | awk '{print $2}')"
     echo "$lat $bw" >> "$out/perftest_$size.txt"
   done
   rl="$(awk '{print $1}' "$out/relay_$size.txt" | median)"
