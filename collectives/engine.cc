@@ -269,9 +269,16 @@ absl::Status ScheduleEngine::Run(const std::shared_ptr<Transport>& transport,
     if (args.kind != CollectiveKind::kBarrier && count == 0) {
       return absl::OkStatus();
     }
-    if (Resolve(args, size, caps) == Algorithm::kShm) {
+    const Algorithm algorithm = Resolve(args, size, caps);
+    if (algorithm == Algorithm::kShm) {
       return RunShm(*transport, args, count, DataTypeOfCall(args), caps);
     }
+    // Started as Start would, without resolving again.
+    absl::StatusOr<Request> started =
+        StartResolved(transport, caps, caps, args, algorithm, count,
+                      /*on_device=*/false);
+    if (!started.ok()) return started.status();
+    return started->Wait();
   }
   return CollectiveEngine::Run(transport, caps, args);
 }
@@ -281,7 +288,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     const TransportCapabilities& caps,
     const CollectiveArgs& args) const {
   if (!config_error_.ok()) return config_error_;
-  const int size = transport->size(), rank = transport->rank();
+  const int size = transport->size();
   const size_t count = static_cast<size_t>(PerRankCount(args, size));
   if (args.kind != CollectiveKind::kBarrier && count == 0) {
     return Request::Completed();
@@ -305,7 +312,16 @@ absl::StatusOr<Request> ScheduleEngine::Start(
     device_caps->fused_recv_reduce = false;
   }
   const TransportCapabilities& usable = on_device ? *device_caps : caps;
-  const Algorithm algorithm = Resolve(args, size, usable);
+  return StartResolved(transport, caps, usable, args,
+                       Resolve(args, size, usable), count, on_device);
+}
+
+absl::StatusOr<Request> ScheduleEngine::StartResolved(
+    const std::shared_ptr<Transport>& transport,
+    const TransportCapabilities& caps, const TransportCapabilities& usable,
+    const CollectiveArgs& args, Algorithm algorithm, size_t count,
+    bool on_device) const {
+  const int size = transport->size(), rank = transport->rank();
   if (!Implements(algorithm, args.kind)) {
     return absl::InvalidArgumentError(absl::StrCat(
         CollectiveName(args.kind), ": algorithm '", AlgorithmName(algorithm),

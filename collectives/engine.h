@@ -71,6 +71,15 @@ class ScheduleEngine final : public CollectiveEngine {
   size_t SegmentBytes(const TransportCapabilities& caps) const;
 
  private:
+  // Start's work once `algorithm` is chosen for `args` (`count` elements
+  // per rank, not zero unless a barrier) with `usable`: `caps` less the
+  // host-memory shortcuts when `on_device`.
+  absl::StatusOr<Request> StartResolved(
+      const std::shared_ptr<Transport>& transport,
+      const TransportCapabilities& caps, const TransportCapabilities& usable,
+      const CollectiveArgs& args, Algorithm algorithm, size_t count,
+      bool on_device) const;
+
   absl::Status config_error_;
   AlgorithmOverrides overrides_;
   size_t segment_bytes_ = 0;  // RELAY_SEGMENT_BYTES; 0: not set.
