@@ -13,21 +13,9 @@
 
 #include "runtime/futex.h"
 #include "runtime/spin_lock.h"
+#include "runtime/wait_phases.h"
 
 namespace relay {
-namespace {
-
-// How Wait() waits. A peer thread usually completes a small message within
-// microseconds, so it first polls (kSpinBudget), then keeps polling but
-// yields the core between polls (kYieldBudget): when there are more ranks
-// than cores (build hosts have two cores and tests run sixteen ranks), the
-// peer it waits for may need exactly this core. Past that it sleeps, so a
-// long wait costs no CPU.
-// The pure spin is RequestState::SpinBudget(), the yielding one
-// RequestState::kYieldBudget.
-constexpr int kPollsBeforeClock = 8;
-
-}  // namespace
 
 int UsableCores() {
 #if defined(__linux__)
@@ -96,49 +84,13 @@ bool RequestState::Complete(absl::Status status) {
 absl::Status RequestState::Wait(absl::Time deadline) {
   if (done()) return status_;
   StartedPolling();
-  // A peer thread often completes a small operation within a few polls;
-  // those come before the two clock reads below (30 ns each on a VM).
-  for (int i = 0; i < kPollsBeforeClock; ++i) {
-    if (done()) return status_;
-    Progress();
-    CpuRelax();
-  }
-  if (done()) return status_;
-  // The polling phases use the cheap monotonic clock; absl::Now() only
-  // matters once we sleep until the caller's deadline.
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  // Capped at a day: an infinite deadline's nanoseconds::max() added to a
-  // time point overflows (UBSan), and the budgets below are far shorter.
-  const auto until_deadline = absl::ToChronoNanoseconds(std::min(
-      absl::Hours(24), std::max(absl::ZeroDuration(), deadline - FastNow())));
-  const Clock::time_point spin_until =
-      start + std::min(SpinBudget(), until_deadline);
-  const Clock::time_point yield_until =
-      start + std::min(kYieldBudget, until_deadline);
-  int polls = 0;
-  while (!done()) {
-    Progress();
-    if (done()) break;
-    CpuRelax();
-    if (++polls % 16 == 0 && Clock::now() >= spin_until) break;
-  }
-  Clock::time_point yield_until_now = yield_until;
-  int busy_polls = 0;
-  while (!done() && Clock::now() < yield_until_now) {
-    if (Progress()) {
-      // Work arrived for this thread: the operation is moving, keep polling.
-      yield_until_now = std::min(Clock::now() + kYieldBudget,
-                                 start + std::max(until_deadline,
-                                                  std::chrono::nanoseconds(0)));
-      // Still give the core away now and then: with more ranks than cores
-      // the peer this operation waits for may need it.
-      if (++busy_polls % 16 == 0) std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::yield();
-  }
-  if (done()) return status_;
+  auto poll = [this] {
+    if (done()) return WaitPoll::kDone;
+    const bool moved = Progress();
+    if (done()) return WaitPoll::kDone;
+    return moved ? WaitPoll::kBusy : WaitPoll::kIdle;
+  };
+  if (PollBeforeSleeping(poll, [] {}, SpinBudget(), deadline)) return status_;
 
   // From here this thread sleeps: a transport's own progress thread, which
   // stands aside while callers poll, must drive the operation now.

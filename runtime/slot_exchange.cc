@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/fast_clock.h"
 #include "runtime/futex.h"
+#include "runtime/wait_phases.h"
 
 namespace relay {
 namespace {
@@ -417,58 +418,35 @@ absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
     return Ready(exchange, tag, &first_missing, &failure) || !failure.ok() ||
            self_aborted.load(std::memory_order_relaxed) != 0;
   };
-  // As RequestState::Wait: a few polls before any clock read (a peer on
-  // its own core is usually there within them), the spin budget, then
-  // polls that yield the core, then sleep until a slot is written.
+  // As RequestState::Wait (wait_phases.h): polls, then sleep until a slot
+  // is written.
   // Run published this rank's slot without waking sleepers (Publish): that
-  // happens here, after a few polls, by when the stamp has left the store
-  // buffer and the fence costs little, and before any long wait, so a
-  // peer asleep on this rank's stamp is woken within a few polls of it.
+  // happens after the first few polls, by when the stamp has left the
+  // store buffer and the fence costs little, and before any long wait, so
+  // a peer asleep on this rank's stamp is woken within a few polls of it.
   // (Waking after the finish instead, when the peers were there within
   // those polls, measured no different.)
-  constexpr int kPollsBeforeClock = 8;
-  for (int i = 0; i < kPollsBeforeClock; ++i) {
-    if (settled()) {
-      WakeSleepersAfterReleaseStamp();
-      return failure;
+  auto poll = [&] { return settled() ? WaitPoll::kDone : WaitPoll::kIdle; };
+  if (PollBeforeSleeping(poll, [this] { WakeSleepersAfterReleaseStamp(); },
+                         spin_, deadline)) {
+    return failure;
+  }
+  waiters_asleep_.fetch_add(1, std::memory_order_relaxed);
+  while (true) {
+    const absl::Duration left = deadline - FastNow();
+    if (left <= absl::ZeroDuration()) {
+      waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
+      return absl::DeadlineExceededError(absl::StrCat(
+          "shared-memory exchange ", exchange, " (tag ", tag,
+          ") did not complete before its deadline; waiting for rank ",
+          first_missing));
     }
-    CpuRelax();
+    SleepUnless(
+        absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(1))),
+        settled);
+    if (settled()) break;
   }
-  WakeSleepersAfterReleaseStamp();
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
-  const auto until_deadline = absl::ToChronoNanoseconds(std::min(
-      absl::Hours(24), std::max(absl::ZeroDuration(), deadline - FastNow())));
-  const Clock::time_point spin_until = start + std::min(spin_, until_deadline);
-  const Clock::time_point yield_until =
-      start + std::min(RequestState::kYieldBudget, until_deadline);
-  int polls = 0;
-  while (!settled()) {
-    CpuRelax();
-    if (++polls % 16 == 0 && Clock::now() >= spin_until) break;
-  }
-  while (!settled()) {
-    if (Clock::now() >= yield_until) break;
-    std::this_thread::yield();
-  }
-  if (!settled()) {
-    waiters_asleep_.fetch_add(1, std::memory_order_relaxed);
-    while (true) {
-      const absl::Duration left = deadline - FastNow();
-      if (left <= absl::ZeroDuration()) {
-        waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
-        return absl::DeadlineExceededError(absl::StrCat(
-            "shared-memory exchange ", exchange, " (tag ", tag,
-            ") did not complete before its deadline; waiting for rank ",
-            first_missing));
-      }
-      SleepUnless(
-          absl::ToChronoNanoseconds(std::min(left, absl::Milliseconds(1))),
-          settled);
-      if (settled()) break;
-    }
-    waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
-  }
+  waiters_asleep_.fetch_sub(1, std::memory_order_relaxed);
   return failure;
 }
 

@@ -1,0 +1,95 @@
+// File: runtime/wait_phases.h
+//
+// The polling half of how relay waits for another thread or process:
+// RequestState::Wait (a request) and SlotExchange's blocking exchange (the
+// peers' slots) both wait this way, and each then sleeps on its own futex
+// if the polls ran out.
+//
+// Why these phases. A peer on a core of its own usually answers within a
+// few polls, so those come before any clock read (30 ns each on a VM).
+// Then the waiter polls for a spin budget (RequestState::SpinBudgetFor:
+// long where every rank has a core, short where a spinning rank would hold
+// the core its peer needs), then keeps polling but yields the core between
+// polls for RequestState::kYieldBudget (with more ranks than cores, the
+// peer may need exactly this core), and only then sleeps, so a long wait
+// costs no CPU. A poll that reports work moving (a transport's progress
+// found something to do) extends the yielding phase, since the operation
+// is moving and a sleeper would add its wake-up to it.
+//
+// Example:
+//   auto poll = [&] { return done() ? WaitPoll::kDone : WaitPoll::kIdle; };
+//   if (!PollBeforeSleeping(poll, [] {}, spin, deadline)) { ... sleep ... }
+#ifndef RELAY_RUNTIME_WAIT_PHASES_H_
+#define RELAY_RUNTIME_WAIT_PHASES_H_
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "runtime/fast_clock.h"
+#include "runtime/request.h"
+#include "runtime/spin_lock.h"
+
+namespace relay {
+
+// What one poll found.
+enum class WaitPoll {
+  kDone,  // Nothing more to wait for.
+  kBusy,  // Not done, but work moved: keep polling.
+  kIdle,  // Not done, nothing moved.
+};
+
+// Polls until `poll` says kDone (true) or the spin and yield budgets, each
+// cut short by `deadline`, are spent (false: the caller sleeps next).
+// `after_first_polls` runs once, after the polls before the first clock
+// read, whether or not they found the wait over.
+template <class Poll, class AfterFirstPolls>
+inline bool PollBeforeSleeping(Poll poll, AfterFirstPolls after_first_polls,
+                               std::chrono::nanoseconds spin,
+                               absl::Time deadline) {
+  constexpr int kPollsBeforeClock = 8;
+  for (int i = 0; i < kPollsBeforeClock; ++i) {
+    if (poll() == WaitPoll::kDone) {
+      after_first_polls();
+      return true;
+    }
+    CpuRelax();
+  }
+  after_first_polls();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  // Capped at a day: an infinite deadline's nanoseconds::max() added to a
+  // time point overflows (UBSan), and the budgets are far shorter.
+  const auto until_deadline = absl::ToChronoNanoseconds(std::min(
+      absl::Hours(24), std::max(absl::ZeroDuration(), deadline - FastNow())));
+  const Clock::time_point spin_until = start + std::min(spin, until_deadline);
+  int polls = 0;
+  for (;;) {
+    if (poll() == WaitPoll::kDone) return true;
+    CpuRelax();
+    if (++polls % 16 == 0 && Clock::now() >= spin_until) break;
+  }
+  const Clock::time_point last = start + until_deadline;
+  Clock::time_point yield_until =
+      start + std::min(RequestState::kYieldBudget, until_deadline);
+  int busy_polls = 0;
+  while (Clock::now() < yield_until) {
+    const WaitPoll found = poll();
+    if (found == WaitPoll::kDone) return true;
+    if (found == WaitPoll::kBusy) {
+      yield_until = std::min(Clock::now() + RequestState::kYieldBudget, last);
+      // Still give the core away now and then: with more ranks than cores
+      // the peer this waiter waits for may need it.
+      if (++busy_polls % 16 == 0) std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::yield();
+  }
+  return poll() == WaitPoll::kDone;
+}
+
+}  // namespace relay
+
+#endif  // RELAY_RUNTIME_WAIT_PHASES_H_
