@@ -21,6 +21,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -717,6 +718,18 @@ std::vector<Op> Ops(CollectiveKind kind) {
   return {Op::kSum, Op::kAvg, Op::kMax};
 }
 
+// The pipeline shapes `kind` is swept with: 1 and 3 lanes, and for
+// all_reduce, whose ring can go both ways round, each of those both ways
+// too (the other all_reduce algorithms must ignore the flag).
+std::vector<std::pair<size_t, bool>> Shapes(CollectiveKind kind) {
+  std::vector<std::pair<size_t, bool>> out = {{1, false}, {3, false}};
+  if (kind == CollectiveKind::kAllReduce) {
+    out.push_back({1, true});
+    out.push_back({3, true});
+  }
+  return out;
+}
+
 // Simulates every algorithm of `kind` over the whole grid; returns the
 // number of cases run.
 int Sweep(CollectiveKind kind) {
@@ -728,9 +741,7 @@ int Sweep(CollectiveKind kind) {
         for (int root : Roots(kind, size)) {
           for (bool in_place : {false, true}) {
             if (in_place && !HasInPlaceForm(kind)) continue;
-            for (size_t lanes : {size_t{1}, size_t{3}}) {
-              // Every builder must ignore the flag but ring all_reduce.
-              for (bool bidirectional : {false, true}) {
+            for (const auto& [lanes, bidirectional] : Shapes(kind)) {
               for (Op op : Ops(kind)) {
                 Case c;
                 c.kind = kind;
@@ -748,7 +759,6 @@ int Sweep(CollectiveKind kind) {
                 if (!error.empty() && ++failures <= 5) {
                   ADD_FAILURE() << c.Name() << "\n" << error;
                 }
-              }
               }
             }
           }
