@@ -1056,12 +1056,16 @@ TEST(ScheduleStepsTest, RingAllReduce) {
 
 // Verifies that bidirectional ring all_reduce keeps the ring's 2(n-1)
 // steps and, from 3 ranks, sends to both neighbours in every one of them,
-// half of the segment each way; with 2 ranks (one neighbour) it is the
+// one block of its half each way; with 2 ranks (one neighbour) it is the
 // plain ring.
 TEST(ScheduleStepsTest, BidirectionalRingAllReduceSendsBothWays) {
-  const size_t count = 1000;
+  // Every block whole and equal: 8 partition units (kPartitionAlign
+  // elements each) per block, so a step that sent nothing one way, or
+  // the whole segment, shows.
+  const size_t block = 8 * kPartitionAlign;
   for (int n : Sizes()) {
     if (n == 1) continue;
+    const size_t count = 2 * static_cast<size_t>(n) * block;
     for (int r = 0; r < n; ++r) {
       ScheduleParams p = Params(r, n, count, 1, false, false);
       const Schedule one_way =
@@ -1083,10 +1087,8 @@ TEST(ScheduleStepsTest, BidirectionalRingAllReduceSendsBothWays) {
           if (a.kind == Action::Kind::kSend) sent[a.peer] += a.src.count;
         }
         ASSERT_EQ(sent.size(), 2u) << "n=" << n << " rank " << r << " step " << k;
-        // Each way carries one block of its half: about count / 2n.
-        const double block = static_cast<double>(count) / (2 * n);
         for (int peer : {right, left}) {
-          EXPECT_NEAR(static_cast<double>(sent[peer]), block, 16)
+          EXPECT_EQ(sent[peer], block)
               << "n=" << n << " rank " << r << " step " << k << " peer " << peer;
         }
       }

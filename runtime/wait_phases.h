@@ -26,7 +26,6 @@
 #include <chrono>
 #include <thread>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "runtime/fast_clock.h"
 #include "runtime/request.h"
