@@ -17,6 +17,7 @@
 #include "collectives/ring.h"
 #include "collectives/stream_executor.h"
 #include "collectives/tree.h"
+#include "runtime/env_switch.h"
 #include "runtime/transport.h"
 
 namespace relay {
@@ -53,18 +54,6 @@ absl::Status ReadSize(const char* name, size_t* out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadSwitch(const char* name, bool* out) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return absl::OkStatus();
-  const absl::string_view v(value);
-  if (v != "0" && v != "1") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "='", value, "' is neither 0 nor 1"));
-  }
-  *out = v == "1";
-  return absl::OkStatus();
-}
-
 const char* At(const void* base, size_t elements, DataType dtype) {
   return static_cast<const char*>(base) + elements * DataTypeSize(dtype);
 }
@@ -88,8 +77,14 @@ ScheduleEngine::ScheduleEngine() {
     config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
   }
   if (config_error_.ok()) {
-    config_error_ =
-        ReadSwitch("RELAY_RING_BIDIRECTIONAL", &device_ring_bidirectional_);
+    absl::StatusOr<bool> both_ways =
+        ReadEnvSwitch("RELAY_RING_BIDIRECTIONAL", device_ring_bidirectional_,
+                      "ring all_reduce both ways round on device buffers");
+    if (both_ways.ok()) {
+      device_ring_bidirectional_ = *both_ways;
+    } else {
+      config_error_ = both_ways.status();
+    }
   }
 }
 

@@ -33,6 +33,12 @@
 // reduces what came in into what it sends next (relay's device reduction,
 // float32 sum, 16 blocks: RELAY_STREAM_REDUCE_BLOCKS' default), or not
 // (variants "-chain": the events alone). GB/s = M / (time / (steps x 2)).
+// "both-ways" is relay's ring going both ways round (collectives/ring.h):
+// each step sends M/2 to each neighbour and receives M/2 from each, in one
+// group on p2p64, and reduces M. "both-lanes" is the same with a
+// communicator (a second p2p64 split) and a transport stream per lane, so
+// one lane's exchange can run beside the other's instead of after it: two
+// kernels of at most 64 channels each fit an H100's 132 multiprocessors.
 // Even GPU counts only (the edges of an even ring take two colours).
 // A third table gives the host's time to queue each ring-like step.
 // NEIGHBOUR_EXCHANGE_ONE_GROUP=1 puts the pairs variants' send and
@@ -66,9 +72,17 @@ enum Variant { kWorld, kP2p64, kPairs, kNative, kVariants };
 const char* const kNames[kVariants] = {"world", "p2p64", "pairs", "native"};
 
 // The ring-like table's variants.
-enum RingVariant { kP2p64Chain, kPairsChain, kP2p64Ring, kPairsRing, kRingVariants };
+enum RingVariant {
+  kP2p64Chain,
+  kPairsChain,
+  kP2p64Ring,
+  kPairsRing,
+  kBothWays,
+  kBothWaysLanes,
+  kRingVariants
+};
 const char* const kRingNames[kRingVariants] = {"p2p64-chain", "pairs-chain", "p2p64-ring",
-                                               "pairs-ring"};
+                                               "pairs-ring",  "both-ways",   "both-lanes"};
 constexpr int kLanes = 2;
 
 ncclConfig_t Channels64(const char* name) {
@@ -122,9 +136,11 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, r] {
       CHECK(cudaSetDevice(r) == cudaSuccess);
       const int next = (r + 1) % gpus, prev = (r + gpus - 1) % gpus;
-      ncclComm_t p2p64 = nullptr;
+      ncclComm_t p2p64 = nullptr, p2p64b = nullptr;
       ncclConfig_t config = Channels64("p2p64");
       CHECK(ncclCommSplit(world[r], 0, r, &p2p64, &config) == ncclSuccess);
+      ncclConfig_t config_b = Channels64("p2p64b");
+      CHECK(ncclCommSplit(world[r], 0, r, &p2p64b, &config_b) == ncclSuccess);
       // Edge e joins e and e+1 and has colour e % 2. In split c, this rank
       // is the lower end of edge r (if r % 2 == c) or the upper end of edge
       // r-1; key 0 for the lower end, so the peer is rank 1 - key.
@@ -202,8 +218,9 @@ int main(int argc, char** argv) {
       // The ring-like table: a transport stream, lane streams, and the
       // events that order them (re-recorded freely: a wait captures the
       // record it was given).
-      cudaStream_t transport, lane[kLanes];
+      cudaStream_t transport, transport_b, lane[kLanes];
       CHECK(cudaStreamCreateWithFlags(&transport, cudaStreamNonBlocking) == cudaSuccess);
+      CHECK(cudaStreamCreateWithFlags(&transport_b, cudaStreamNonBlocking) == cudaSuccess);
       cudaEvent_t forked, ready[kLanes], done[kLanes];
       CHECK(cudaEventCreateWithFlags(&forked, cudaEventDisableTiming) == cudaSuccess);
       for (int l = 0; l < kLanes; ++l) {
@@ -215,9 +232,20 @@ int main(int argc, char** argv) {
       auto ring_step = [&](RingVariant v, int l, size_t m) {
         char* send = sendbuf + l * m;
         char* recv = recvbuf + l * m;
+        const bool own_lane = v == kBothWaysLanes && l == 1;
+        cudaStream_t ts = own_lane ? transport_b : transport;
         CHECK(cudaEventRecord(ready[l], lane[l]) == cudaSuccess);
-        CHECK(cudaStreamWaitEvent(transport, ready[l], 0) == cudaSuccess);
-        if (v == kP2p64Chain || v == kP2p64Ring) {
+        CHECK(cudaStreamWaitEvent(ts, ready[l], 0) == cudaSuccess);
+        if (v == kBothWays || v == kBothWaysLanes) {
+          ncclComm_t c = own_lane ? p2p64b : p2p64;
+          const size_t half = m / 2;
+          CHECK(ncclGroupStart() == ncclSuccess);
+          CHECK(ncclSend(send, half, ncclChar, next, c, ts) == ncclSuccess);
+          CHECK(ncclSend(send + half, half, ncclChar, prev, c, ts) == ncclSuccess);
+          CHECK(ncclRecv(recv, half, ncclChar, prev, c, ts) == ncclSuccess);
+          CHECK(ncclRecv(recv + half, half, ncclChar, next, c, ts) == ncclSuccess);
+          CHECK(ncclGroupEnd() == ncclSuccess);
+        } else if (v == kP2p64Chain || v == kP2p64Ring) {
           CHECK(ncclGroupStart() == ncclSuccess);
           CHECK(ncclSend(send, m, ncclChar, next, p2p64, transport) == ncclSuccess);
           CHECK(ncclRecv(recv, m, ncclChar, prev, p2p64, transport) == ncclSuccess);
@@ -237,9 +265,9 @@ int main(int argc, char** argv) {
           CHECK(cudaStreamWaitEvent(transport, e1, 0) == cudaSuccess);
           CHECK(cudaStreamWaitEvent(transport, e2, 0) == cudaSuccess);
         }
-        CHECK(cudaEventRecord(done[l], transport) == cudaSuccess);
+        CHECK(cudaEventRecord(done[l], ts) == cudaSuccess);
         CHECK(cudaStreamWaitEvent(lane[l], done[l], 0) == cudaSuccess);
-        if (v == kP2p64Ring || v == kPairsRing) {
+        if (v == kP2p64Ring || v == kPairsRing || v == kBothWays || v == kBothWaysLanes) {
           CHECK(relay::DeviceReduce(relay::DataType::kFloat32, relay::ReduceOp::kSum, send,
                                     recv, send, m / 4, lane[l], reduce_blocks)
                     .ok());
@@ -303,6 +331,7 @@ int main(int argc, char** argv) {
       ncclCommDestroy(pair[0]);
       ncclCommDestroy(pair[1]);
       ncclCommDestroy(p2p64);
+      ncclCommDestroy(p2p64b);
     });
   }
   for (std::thread& t : threads) t.join();

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/device_runtime.h"
+#include "runtime/env_switch.h"
 #include "runtime/status_macros.h"
 #include "transports/nccl/finished_prefix.h"
 #include "transports/nccl/nccl_status.h"
@@ -692,15 +693,11 @@ absl::Status MakeP2pComm(Core& core) {
 // with both edges, bench/results/2026-11-26-nccl-ring-edges-h100) and
 // about a second to connect. InvalidArgument for anything else.
 absl::StatusOr<bool> RingEdgesFromEnvironment(int size) {
-  const char* value = std::getenv("RELAY_NCCL_RING_EDGES");
-  if (value == nullptr || *value == '\0') return false;
-  const absl::string_view v(value);
-  if (v == "0") return false;
-  if (v == "1") return size >= 2;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "RELAY_NCCL_RING_EDGES='", value,
-      "' is neither 0 (no ring-edge communicators, the default) nor 1 "
-      "(ring-edge communicators from 2 ranks)"));
+  absl::StatusOr<bool> wanted =
+      ReadEnvSwitch("RELAY_NCCL_RING_EDGES", /*default_value=*/false,
+                    "ring-edge communicators from 2 ranks");
+  if (!wanted.ok()) return wanted.status();
+  return *wanted && size >= 2;
 }
 
 // RELAY_NCCL_RING_EDGE_BYTES, else kDefaultRingEdgeBytes; InvalidArgument

@@ -26,6 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "runtime/env_switch.h"
 #include "runtime/fast_clock.h"
 #include "runtime/shared_segment.h"
 #include "runtime/slot_exchange.h"
@@ -1055,15 +1056,10 @@ absl::StatusOr<std::unique_ptr<Transport>> UcxTransportFactory::Connect(
     }
     peer_errors = m == "peer";
   }
-  bool progress_thread = true;
-  if (const char* v = std::getenv("RELAY_UCX_PROGRESS_THREAD")) {
-    const absl::string_view m(v);
-    if (m != "0" && m != "1") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RELAY_UCX_PROGRESS_THREAD=\"", m, "\": expected 0 or 1"));
-    }
-    progress_thread = m == "1";
-  }
+  const absl::StatusOr<bool> progress_thread =
+      ReadEnvSwitch("RELAY_UCX_PROGRESS_THREAD", /*default_value=*/true,
+                    "the progress thread");
+  if (!progress_thread.ok()) return progress_thread.status();
   UcxWait wait = UcxWait::kAuto;
   if (const char* v = std::getenv("RELAY_UCX_WAIT")) {
     const absl::string_view m(v);
@@ -1086,7 +1082,7 @@ absl::StatusOr<std::unique_ptr<Transport>> UcxTransportFactory::Connect(
   if (!context.ok()) return context.status();
   auto transport = std::make_unique<UcxTransport>(
       config.rank, config.size, *std::move(context), peer_errors,
-      progress_thread, wait);
+      *progress_thread, wait);
   if (absl::Status s = transport->Init(config); !s.ok()) return s;
   return std::unique_ptr<Transport>(std::move(transport));
 }

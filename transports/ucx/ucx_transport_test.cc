@@ -203,6 +203,13 @@ TEST(UcxTransportConnectTest, BadConfigIsInvalidArgument) {
   EXPECT_EQ(bad_wait.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad_wait.message().find("RELAY_UCX_WAIT"), std::string::npos)
       << bad_wait;
+  setenv("RELAY_UCX_PROGRESS_THREAD", "yes", 1);
+  absl::Status bad_thread = factory.Connect({store, 0, 1}).status();
+  unsetenv("RELAY_UCX_PROGRESS_THREAD");
+  EXPECT_EQ(bad_thread.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_thread.message().find("RELAY_UCX_PROGRESS_THREAD='yes'"),
+            std::string::npos)
+      << bad_thread;
 }
 
 // Connects `n` ranks with UCX_TLS set to `tls` (unset if null), restoring
