@@ -41,6 +41,15 @@
 // kernels of at most 64 channels each fit an H100's 132 multiprocessors.
 // Even GPU counts only (the edges of an even ring take two colours).
 // A third table gives the host's time to queue each ring-like step.
+// A fourth emulates an all-pairs all_reduce of S = M x GPUs, queued as the
+// stream executor would: 2 lanes of S/2; per lane, one group sends block p
+// of the lane's segment to every peer p and receives theirs (reduce-
+// scatter in one step), the lane stream reduces the GPUs - 1 incoming
+// blocks into its own, and a second group sends that block to every peer
+// and receives theirs (all-gather in one step). Two steps instead of the
+// ring's 2 (GPUs - 1), and messages of S / (2 x GPUs) to each peer at
+// once. Columns: its busbw (2 (GPUs-1)/GPUs x S / time), the native
+// all_reduce's at the same S (from the first table), and their ratio.
 // NEIGHBOUR_EXCHANGE_ONE_GROUP=1 puts the pairs variants' send and
 // receive in one NCCL group across their two communicators.
 // Usage (GPU host): neighbour_exchange [ITERS] [MIN_MB] [MAX_MB]
@@ -120,6 +129,8 @@ int main(int argc, char** argv) {
   std::vector<std::vector<double>> rate(kVariants, std::vector<double>(sizes.size()));
   std::vector<std::vector<double>> ring_rate(kRingVariants,
                                              std::vector<double>(sizes.size()));
+  // The all-pairs emulation's busbw per size (GPU 0's thread).
+  std::vector<double> allpairs_rate(sizes.size());
   // Host microseconds to queue one step of one lane, per ring variant.
   std::vector<std::vector<double>> ring_issue(kRingVariants,
                                               std::vector<double>(sizes.size()));
@@ -300,6 +311,60 @@ int main(int argc, char** argv) {
           }
         }
       }
+      // One all-pairs all_reduce of S = m x gpus (see the top).
+      auto all_pairs = [&](size_t m) {
+        const size_t total = m * gpus;
+        const size_t seg = total / kLanes;
+        const size_t block = seg / gpus;
+        for (int l = 0; l < kLanes; ++l) {
+          char* data = sendbuf + l * seg;
+          char* stage = recvbuf + l * seg;  // Block p's slot for peer p.
+          for (int phase = 0; phase < 2; ++phase) {
+            CHECK(cudaEventRecord(ready[l], lane[l]) == cudaSuccess);
+            CHECK(cudaStreamWaitEvent(transport, ready[l], 0) == cudaSuccess);
+            CHECK(ncclGroupStart() == ncclSuccess);
+            for (int p = 0; p < gpus; ++p) {
+              if (p == r) continue;
+              // Reduce-scatter: block p to p, theirs of ours into stage.
+              // All-gather: ours to everyone, theirs into block p.
+              char* out = phase == 0 ? data + p * block : data + r * block;
+              char* in = phase == 0 ? stage + p * block : data + p * block;
+              CHECK(ncclSend(out, block, ncclChar, p, p2p64, transport) == ncclSuccess);
+              CHECK(ncclRecv(in, block, ncclChar, p, p2p64, transport) == ncclSuccess);
+            }
+            CHECK(ncclGroupEnd() == ncclSuccess);
+            CHECK(cudaEventRecord(done[l], transport) == cudaSuccess);
+            CHECK(cudaStreamWaitEvent(lane[l], done[l], 0) == cudaSuccess);
+            if (phase == 1) break;
+            char* own = data + r * block;
+            for (int p = 0; p < gpus; ++p) {
+              if (p == r) continue;
+              CHECK(relay::DeviceReduce(relay::DataType::kFloat32, relay::ReduceOp::kSum, own,
+                                        stage + p * block, own, block / 4, lane[l],
+                                        reduce_blocks)
+                        .ok());
+            }
+          }
+        }
+      };
+      for (size_t si = 0; si < sizes.size(); ++si) {
+        const size_t m = sizes[si];
+        if (r == 0) std::fprintf(stderr, "all-pairs %zu MB\n", m >> 20);
+        all_pairs(m);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        barrier.Wait();
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) all_pairs(m);
+        CHECK(cudaDeviceSynchronize() == cudaSuccess);
+        const double sec =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+            iters;
+        barrier.Wait();
+        if (r == 0) {
+          allpairs_rate[si] =
+              2.0 * (gpus - 1) / gpus * static_cast<double>(m) * gpus / sec / 1e9;
+        }
+      }
       for (size_t si = 0; si < sizes.size(); ++si) {
         const size_t m = sizes[si];
         for (int v = 0; v < kVariants; ++v) {
@@ -371,6 +436,15 @@ int main(int argc, char** argv) {
     std::printf("%10zu", sizes[si] >> 20);
     for (int v = 0; v < kRingVariants; ++v) std::printf(" %12.1f", ring_issue[v][si]);
     std::printf("\n");
+  }
+  std::printf("\n# all-pairs all_reduce of S = M x GPUs, %d lanes (see the top); "
+              "busbw GB/s, and native all_reduce's at the same S\n",
+              kLanes);
+  std::printf("%10s %10s %10s %10s\n", "S (MB)", "all-pairs", "native", "ratio");
+  for (size_t si = 0; si < sizes.size(); ++si) {
+    std::printf("%10zu %10.1f %10.1f %10.3f\n", (sizes[si] >> 20) * gpus,
+                allpairs_rate[si], rate[kNative][si],
+                allpairs_rate[si] / rate[kNative][si]);
   }
   return 0;
 }
