@@ -30,6 +30,7 @@
 #include "runtime/fast_clock.h"
 #include "runtime/shared_segment.h"
 #include "runtime/slot_exchange.h"
+#include "transports/ucx/stand_aside.h"
 #include "transports/ucx/ucx_status.h"
 
 namespace relay {
@@ -299,10 +300,8 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         (wait_ == UcxWait::kAuto && local_ranks > UsableCores());
     wait_spin_ = RequestState::SpinBudgetFor(local_ranks);
     // Where this host's callers and progress threads outnumber its cores,
-    // each stand-aside check preempts a polling caller (ProgressLoop).
-    most_stand_aside_ns_ = 2 * local_ranks > UsableCores()
-                               ? kMostStandAsideCrowdedNs
-                               : kMostStandAsideNs;
+    // each stand-aside check preempts a polling caller (stand_aside.h).
+    stand_aside_.SetCrowded(2 * local_ranks > UsableCores());
     std::vector<int> unwilling;  // Ranks whose UCX_TLS excludes shm.
     for (int r = 0; r < size_; ++r) {
       if ((*addresses)[static_cast<size_t>(2 * size_ + r)] != "1") {
@@ -454,7 +453,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   bool Progress() override {
     if (exchange_ != nullptr && exchange_->Progress()) return true;
     const int64_t now = NowNanos();
-    StampCallerPoll(now);
+    stand_aside_.CallerPolled(now, [this] { return Busy(); });
     if (Poll(now)) return true;
     // Blocking: keep the caller polling only while work arrives, so it
     // soon sleeps and leaves the core to a rank that has work; the progress
@@ -474,7 +473,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // the slots.
   bool DriveExchange() override {
     const int64_t now = NowNanos();
-    StampCallerPoll(now);
+    stand_aside_.CallerPolled(now, [this] { return Busy(); });
     if (exchange_->Progress()) return true;
     return outstanding_.load(std::memory_order_relaxed) > 0 && Poll(now);
   }
@@ -483,7 +482,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // The caller that was polling goes to sleep: wake the progress thread
   // from its stand-aside wait (ProgressLoop) so transfers keep moving.
   void StoppedPolling() override {
-    if (last_caller_poll_ns_.exchange(0, std::memory_order_relaxed) == 0) {
+    if (!stand_aside_.CallerStopped()) {
       return;  // Nobody was polling: the thread is not standing aside.
     }
     { std::lock_guard<std::mutex> lock(idle_mu_); }  // No lost wake-up.
@@ -557,48 +556,18 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   }
 
  private:
-  // For the activity and stand-aside intervals only. FastNowNanos reads the
-  // TSC (about 10 ns) where steady_clock went through the vDSO (25-30 ns
-  // on these VMs), and every poll of a waiting caller reads it: in a
+  // For the activity window and the stand-aside policy only. FastNowNanos
+  // reads the TSC (about 10 ns) where steady_clock went through the vDSO
+  // (25-30 ns on these VMs), and every poll of a waiting caller reads it: in a
   // 32 KB ping-pong, clock_gettime was 18% of the samples. A wall-clock
   // step only lengthens or shortens one busy window.
   static int64_t NowNanos() { return FastNowNanos(); }
   // Whether `elapsed` (two NowNanos readings apart) is within `window`. A
-  // negative one, the wall clock stepped back between them, is not: the
-  // progress thread would otherwise stand aside, and a caller keep polling,
-  // for as long as the step.
+  // negative one, the wall clock stepped back between them, is not: a
+  // caller would otherwise keep polling for as long as the step (the
+  // stand-aside policy reads its stamps the same way).
   static bool Within(int64_t elapsed, int64_t window) {
     return elapsed >= 0 && elapsed < window;
-  }
-
-  // Stamps a caller's poll, for the progress thread's stand-aside (see
-  // ProgressLoop). A caller that comes back more than kCallerGapNs after
-  // its previous poll, with work in flight, left that work to the thread
-  // in between (it computed while transfers moved, and did not sleep,
-  // which would have cleared the stamp). The caller sees every such gap;
-  // the thread alone sees only those its checks happen to fall in.
-  void StampCallerPoll(int64_t now) {
-    const int64_t previous =
-        last_caller_poll_ns_.load(std::memory_order_relaxed);
-    last_caller_poll_ns_.store(now, std::memory_order_relaxed);
-    if (previous != 0 && !Within(now - previous, kCallerGapNs) && Busy()) {
-      NoteAbandoned(now);
-    }
-  }
-
-  // Work was left in flight with nobody polling, at `now`. Twice within
-  // kAbandonMemoryNs marks a program that overlaps communication with its
-  // own work: the progress thread then checks every kCallerPollingNs
-  // rather than backing off. Once (a pause while the job started) only
-  // restarts the back-off: with one gap enough, the gap every program has
-  // at its start held a ping-pong at 1 ms checks for its first second
-  // (bench/results/2026-11-27-ucx-stand-aside-cap/).
-  void NoteAbandoned(int64_t now) {
-    const int64_t before =
-        last_abandoned_ns_.exchange(now, std::memory_order_relaxed);
-    if (Within(now - before, kAbandonMemoryNs)) {
-      repeat_abandoned_ns_.store(now, std::memory_order_relaxed);
-    }
   }
 
   // UCX operations in flight, or shared-memory exchanges queued.
@@ -811,11 +780,6 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     using Clock = std::chrono::steady_clock;
     auto idle_for = std::chrono::microseconds(1);
     Clock::time_point last_busy = Clock::now();
-    // How long a caller's last poll keeps this thread standing aside (see
-    // below), and the latest abandonment (NoteAbandoned) it has reset
-    // that interval for.
-    int64_t stand_aside_ns = kCallerPollingNs;
-    int64_t abandoned_seen_ns = last_abandoned_ns_.load();
     for (;;) {
       if (Busy()) {
         last_busy = Clock::now();
@@ -827,7 +791,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         });
         thread_idle_.store(false, std::memory_order_relaxed);
         last_busy = Clock::now();
-        stand_aside_ns = kCallerPollingNs;
+        stand_aside_.Restart();
       }
       {
         std::lock_guard<std::mutex> lock(idle_mu_);
@@ -835,66 +799,21 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       }
       // A caller is polling: let it drive the worker alone until it says
       // it stopped (StoppedPolling, when its Wait goes to sleep) or has not
-      // polled for stand_aside_ns (it returned and does something else).
-      // Waking up on a timer instead, every 100 us, cost a 1 MB ping-pong
-      // a quarter of its time on 2 cores: each wake-up preempted a caller
-      // that was busy moving data.
-      //
-      // Each check still wakes this thread, and where every core runs a
-      // polling caller the wake-up preempts one: checking every 1 ms, a
-      // 32 KB ping-pong over shm on 2 cores made 1,734 context switches a
-      // run against 310 with no thread, and took 0.1 us longer per message
-      // (bench/results/2026-11-25-ucx-stand-aside/). So while the
-      // caller is still polling at each check, the interval doubles up to
-      // most_stand_aside_ns_: 4 ms, or 32 ms where callers and threads
-      // outnumber the cores. At 4 ms the checks still cost a 256 KB
-      // ping-pong on 2 cores about half a microsecond a message; 32 ms
-      // brought it level with no thread
-      // (bench/results/2026-11-27-ucx-stand-aside-cap/).
-      // The price is a later take-over, by up to that interval, when a
-      // caller stops polling with operations outstanding (it went off to
-      // compute). Each such gap, seen by this thread's take-over or by the
-      // caller's next poll (StampCallerPoll), restarts the interval at
-      // 1 ms; a program that leaves a second one within kAbandonMemoryNs
-      // keeps the 1 ms interval (NoteAbandoned), so it pays the late
-      // take-over once rather than at every overlap.
-      //
-      // The stamp is read before the clock: the other way round, a caller
-      // stamping in between looked a few ns in the future, outside the
-      // window (Within), and this thread took over from a polling caller.
-      const int64_t last_poll =
-          last_caller_poll_ns_.load(std::memory_order_relaxed);
+      // polled for the stand-aside interval (stand_aside.h: why, and how
+      // the interval backs off and restarts).
+      const int64_t last_poll = stand_aside_.last_caller_poll();
       const int64_t now = NowNanos();
-      if (Within(now - last_poll, stand_aside_ns)) {
+      if (const int64_t wait = stand_aside_.StandAsideFor(last_poll, now)) {
         std::unique_lock<std::mutex> lock(idle_mu_);
-        stand_aside_cv_.wait_for(
-            lock, std::chrono::nanoseconds(last_poll + stand_aside_ns - now),
-            [&] {
-              return stop_ ||
-                     last_caller_poll_ns_.load(std::memory_order_relaxed) == 0;
-            });
+        stand_aside_cv_.wait_for(lock, std::chrono::nanoseconds(wait), [&] {
+          return stop_ || stand_aside_.last_caller_poll() == 0;
+        });
         lock.unlock();
-        const int64_t polled =
-            last_caller_poll_ns_.load(std::memory_order_relaxed);
-        const int64_t woke = NowNanos();
-        const int64_t abandoned =
-            last_abandoned_ns_.load(std::memory_order_relaxed);
-        if (abandoned != abandoned_seen_ns ||
-            Within(woke - repeat_abandoned_ns_.load(std::memory_order_relaxed),
-                   kAbandonMemoryNs)) {
-          abandoned_seen_ns = abandoned;
-          stand_aside_ns = kCallerPollingNs;
-        } else if (polled != 0 && Within(woke - polled, kCallerPollingNs)) {
-          stand_aside_ns = std::min(2 * stand_aside_ns, most_stand_aside_ns_);
-        }
+        const int64_t polled = stand_aside_.last_caller_poll();
+        stand_aside_.AfterStandingAside(polled, NowNanos());
         continue;
       }
-      // Taking over. A caller that polled and then neither polled again nor
-      // went to sleep, with operations or exchanges outstanding, left them
-      // behind.
-      if (last_poll != 0 && Busy()) NoteAbandoned(now);
-      abandoned_seen_ns = last_abandoned_ns_.load(std::memory_order_relaxed);
-      stand_aside_ns = kCallerPollingNs;
+      stand_aside_.TakingOver(last_poll, now, Busy());
       const bool exchanged = exchange_ != nullptr && exchange_->Progress();
       if (Poll(now) || exchanged) {
         idle_for = std::chrono::microseconds(1);
@@ -984,24 +903,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   absl::Status abort_reason_;
 
   std::atomic<int> outstanding_{0};
-  // When a caller last drove progress (NowNanos; 0 once it went to sleep),
-  // and how recent that must be for the progress thread to stand aside.
-  std::atomic<int64_t> last_caller_poll_ns_{0};
-  static constexpr int64_t kCallerPollingNs = 1'000'000;
-  // The longest stand-aside interval (see ProgressLoop): with a core for
-  // every caller and thread of this host, and without; and how long a
-  // caller that left operations behind keeps it at kCallerPollingNs.
-  static constexpr int64_t kMostStandAsideNs = 4'000'000;
-  static constexpr int64_t kMostStandAsideCrowdedNs = 32'000'000;
-  int64_t most_stand_aside_ns_ = kMostStandAsideNs;  // Set by Connect.
-  static constexpr int64_t kAbandonMemoryNs = 10'000'000'000;
-  // When a caller last left work in flight without polling or sleeping
-  // (NoteAbandoned), and last did so for the second time within
-  // kAbandonMemoryNs; the gap between two polls that counts as that.
-  static constexpr int64_t kLongAgoNs = std::numeric_limits<int64_t>::min() / 2;
-  std::atomic<int64_t> last_abandoned_ns_{kLongAgoNs};
-  std::atomic<int64_t> repeat_abandoned_ns_{kLongAgoNs};
-  static constexpr int64_t kCallerGapNs = kCallerPollingNs;
+  // When callers last polled, and the progress thread's stand-aside
+  // interval (stand_aside.h).
+  StandAside stand_aside_;
   // When the worker last did something (a completion or protocol work).
   std::atomic<int64_t> last_activity_ns_{0};
   static constexpr int64_t kBusyNs = 10'000'000;
