@@ -39,10 +39,11 @@ targets=(
   //transports/nccl:nccl_transport_test
 )
 # bench/collectives and bench/added_latency again with the NCCL transport's
-# diagnostic switches (RELAY_NCCL_DIAG_*, see nccl_latency.sh): only that
-# file is compiled again.
+# diagnostic switches (RELAY_NCCL_DIAG_*, see nccl_latency.sh): only its
+# files are compiled again, all of them, since the switches change Core's
+# layout (nccl_core.h).
 bazel build --define=relay_ucx=off --define=relay_static_deps=on \
-  --per_file_copt=transports/nccl/nccl_transport.cc@-DRELAY_NCCL_DIAG \
+  --per_file_copt='transports/nccl/nccl_.*\.cc@-DRELAY_NCCL_DIAG' \
   //bench:collectives //bench:added_latency >&2
 mkdir -p "$out"
 for b in collectives added_latency; do

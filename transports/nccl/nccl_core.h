@@ -1,0 +1,385 @@
+// File: transports/nccl/nccl_core.h
+//
+// What an NCCL transport shares with its requests and its watchdog thread
+// (Core), and its requests (NcclRequest): the communicators, the stream and
+// events that order work on the GPU, the pending requests and the watchdog
+// that completes them, enforces their deadlines and turns NCCL's
+// asynchronous errors into an abort. nccl_transport.cc posts the work;
+// nccl_comms.h makes the communicators. Internal to transports/nccl/.
+#ifndef RELAY_TRANSPORTS_NCCL_NCCL_CORE_H_
+#define RELAY_TRANSPORTS_NCCL_NCCL_CORE_H_
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "runtime/request.h"
+#include "runtime/status_macros.h"
+#include "runtime/transport.h"
+#include "transports/nccl/nccl_status.h"
+#include "transports/nccl/posted_list.h"
+#include "transports/nccl/ring_edges.h"
+
+namespace relay {
+namespace nccl_internal {
+
+#ifdef RELAY_NCCL_DIAG
+// Diagnostic switches, compiled in only with -DRELAY_NCCL_DIAG on every
+// file of the transport, as they change Core's layout (bench/gpu/
+// build.sh builds collectives_diag, a second bench/collectives, with them):
+// they take parts of the per-call path out to measure what each costs
+// (bench/gpu/nccl_latency.sh). Never in a normal build: some are unsafe.
+//   RELAY_NCCL_DIAG_NOPTR=1  skip the pointer checks in CheckMemory
+//                            (cached verdicts included)
+//   RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US=N
+//                            the watchdog sleeps at least N us between
+//                            looks at pending requests (its cudaEventQuery
+//                            calls), instead of kWatchdogMinPause
+//   RELAY_NCCL_DIAG_NO_WATCH=1
+//                            requests are not handed to the watchdog: they
+//                            complete only when waited on or tested (no
+//                            OnDone without a waiter, no timeouts)
+//   RELAY_NCCL_DIAG_PROFILE=1
+//                            Launch times its parts on the host clock and
+//                            each transport prints the mean per call to
+//                            stderr when it is destroyed (LaunchProfile)
+struct DiagSwitches {
+  bool no_pointer_check = false;
+  std::chrono::microseconds watchdog_min_pause{0};
+  bool no_watch = false;
+  bool profile = false;
+};
+inline const DiagSwitches& Diag() {
+  static const DiagSwitches d = [] {
+    DiagSwitches s;
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_NOPTR")) s.no_pointer_check = *v == '1';
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US")) {
+      s.watchdog_min_pause = std::chrono::microseconds(std::atoi(v));
+    }
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_NO_WATCH")) s.no_watch = *v == '1';
+    if (const char* v = std::getenv("RELAY_NCCL_DIAG_PROFILE")) s.profile = *v == '1';
+    return s;
+  }();
+  return d;
+}
+
+// RELAY_NCCL_DIAG_PROFILE: the host time of Launch's parts, summed over
+// calls by the one thread that posts to a transport (the benchmarks'),
+// printed when the transport's core is destroyed.
+struct LaunchProfile {
+  static constexpr int kParts = 6;
+  static constexpr const char* kNames[kParts] = {
+      "device", "lock", "event+order+enqueue", "done event",
+      "unlock+request", "watch"};
+  int64_t ns[kParts] = {};
+  int64_t calls = 0;
+  std::chrono::steady_clock::time_point last;
+  void Start() { last = std::chrono::steady_clock::now(); }
+  void Mark(int part) {
+    const auto now = std::chrono::steady_clock::now();
+    ns[part] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count();
+    last = now;
+  }
+  void Print(int rank) const {
+    if (calls == 0) return;
+    std::string line = absl::StrCat("nccl launch profile, rank ", rank, ", ",
+                                    calls, " calls, ns per call:");
+    for (int i = 0; i < kParts; ++i) {
+      absl::StrAppend(&line, " ", kNames[i], " ", ns[i] / calls);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+};
+#endif
+
+// cudaEvent_t recycling: creating an event costs more than recording one,
+// and every operation needs one (its completion).
+class EventPool {
+ public:
+  ~EventPool() {
+    for (cudaEvent_t e : taken_) cudaEventDestroy(e);
+    for (cudaEvent_t e : returned_) cudaEventDestroy(e);
+  }
+  // One caller at a time (Launch holds the transport's enqueue lock). It
+  // takes the events given back since its last refill in one go: a lock
+  // per event, shared with the threads giving them back (the watchdog's,
+  // mostly), moved a cache line between cores on every call.
+  absl::StatusOr<cudaEvent_t> Get() {
+    if (taken_.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      taken_.swap(returned_);
+    }
+    if (!taken_.empty()) {
+      cudaEvent_t e = taken_.back();
+      taken_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    RELAY_RETURN_IF_ERROR(CudaStatus(
+        cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+        "cudaEventCreateWithFlags"));
+    return e;
+  }
+  // Any thread. A stream that waits on `e` captured its state at
+  // cudaStreamWaitEvent, so `e` may be recorded again at once.
+  void Put(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    returned_.push_back(e);
+  }
+
+ private:
+  std::vector<cudaEvent_t> taken_;  // Get's own.
+  std::mutex mu_;
+  std::vector<cudaEvent_t> returned_;  // Guarded by mu_.
+};
+
+class NcclRequest;
+
+// Addresses CheckMemory found to be memory of this rank's GPU, so a buffer
+// used again (a training loop's gradients, the stream executor's scratch
+// from its pool) is not asked about again. cudaPointerGetAttributes was
+// 2-3 us of each small collective on 2 H100s with ranks as threads
+// (bench/results/2026-11-26-nccl-latency-h100), against a budget of 1 us
+// for all that relay adds to a call. NCCL itself checks no pointers unless NCCL_CHECK_POINTERS=1.
+// The cost: an address freed and then reused for another GPU's or pinned
+// host memory passes unchecked, as it would in bare NCCL. Direct-mapped,
+// lock-free: an entry is 0 or an address that was checked.
+class CheckedPointers {
+ public:
+  bool Contains(const void* p) const {
+    return slots_[Slot(p)].load(std::memory_order_relaxed) == Key(p);
+  }
+  void Add(const void* p) {
+    slots_[Slot(p)].store(Key(p), std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr size_t kSlots = 256;
+  static uintptr_t Key(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+  // Device buffers are at least 256-byte aligned; mix in the higher bits.
+  static size_t Slot(const void* p) {
+    const uintptr_t k = Key(p);
+    return ((k >> 8) ^ (k >> 20) ^ (k >> 32)) % kSlots;
+  }
+  std::atomic<uintptr_t> slots_[kSlots] = {};
+};
+
+// A ring edge's two-rank communicator (ring_edges.h), and the stream its
+// part of a batch runs on when the batch also uses another communicator.
+struct EdgeLink {
+  ncclComm_t comm = nullptr;
+  int peer = 0;  // The other end's rank in `comm`.
+  cudaStream_t stream = nullptr;
+  cudaEvent_t joined = nullptr;  // Recorded on `stream` after its part.
+};
+
+// What a transport shares with its requests and its watchdog.
+struct Core {
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  ncclComm_t comm = nullptr;
+  // Point-to-point's communicator (kDefaultP2pChannels): its own, split
+  // from `comm`, or `comm` itself when RELAY_NCCL_P2P_CHANNELS is 0. Both
+  // queue on `stream` (but native collectives with StreamOrder::kOnStream
+  // on the caller's), so every rank runs their operations in the order it
+  // posted them.
+  ncclComm_t p2p_comm = nullptr;
+  bool OwnsP2pComm() const { return p2p_comm != nullptr && p2p_comm != comm; }
+  // The ring edges' communicators (RELAY_NCCL_RING_EDGES; none where it
+  // is off): messages along the ring (to the next rank, from the previous)
+  // run on them instead of p2p_comm, so a send gets twice its channels on
+  // 4 ranks. A batch using several communicators forks from `stream` into
+  // the links' streams (after `forked`) and joins back, so its parts run
+  // at once.
+  EdgeLink to_next, from_prev;
+  cudaEvent_t forked = nullptr;
+  // Smaller messages stay on p2p_comm (RELAY_NCCL_RING_EDGE_BYTES). Both
+  // ends of a message decide alike: NCCL's counts match exactly.
+  size_t edge_min_bytes = 0;
+  bool HasEdges() const { return to_next.comm != nullptr; }
+  // The link that carries `op`, or null for p2p_comm.
+  EdgeLink* LinkFor(const PeerOp& op) {
+    if (!HasEdges() || op.data.bytes() < edge_min_bytes) return nullptr;
+    switch (RouteOf(rank, size, op.kind == PeerOp::Kind::kSend, op.peer)) {
+      case EdgeRoute::kToNext: return &to_next;
+      case EdgeRoute::kFromPrev: return &from_prev;
+      case EdgeRoute::kNone: break;
+    }
+    return nullptr;
+  }
+  // Every NCCL communicator this core made (no allocation: the watchdog
+  // asks on every look).
+  absl::InlinedVector<ncclComm_t, 4> OwnedComms() const {
+    absl::InlinedVector<ncclComm_t, 4> all;
+    for (ncclComm_t c : {comm, OwnsP2pComm() ? p2p_comm : nullptr,
+                         to_next.comm, from_prev.comm}) {
+      if (c != nullptr) all.push_back(c);
+    }
+    return all;
+  }
+  cudaStream_t stream = nullptr;
+  int32_t* barrier_scratch = nullptr;  // One device int for barriers.
+  // Recorded on a caller's stream for `stream` to wait on; guarded by
+  // enqueue_mu. One is enough: a stream waiting on an event captures its
+  // state at cudaStreamWaitEvent, so it may be recorded again at once.
+  cudaEvent_t ready = nullptr;
+  // The stream and completion event of the operation queued last; guarded
+  // by enqueue_mu. An operation queued on another stream (a caller's, with
+  // StreamOrder::kOnStream) first waits for it, so this transport's NCCL
+  // work runs one operation at a time in posting order, as NCCL requires
+  // of one communicator and advises across communicators on one GPU
+  // (kernels of two that run at once may not both progress). The event
+  // may have gone back to the pool with its request: a wait captures its
+  // last record, which only a later Launch, under the same lock, changes.
+  // A stream destroyed and a new one at the same address compare equal,
+  // but CUDA frees a stream only once its work has finished.
+  cudaStream_t last_stream = nullptr;
+  cudaEvent_t last_done = nullptr;
+  EventPool events;
+  CheckedPointers checked_pointers;
+
+  // NCCL communicators are not thread-safe: one enqueue at a time. Timed, so
+  // Abort can give up on a caller stuck inside NCCL (kAbortGrace).
+  std::timed_mutex enqueue_mu;
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  absl::Status abort_reason;  // Guarded by abort_mu.
+  bool comm_aborted = false;  // Guarded by abort_mu: ncclCommAbort ran.
+
+  // Requests posted since the watchdog last took them (posted_list.h):
+  // Watch pushes, the watchdog takes them all at each look
+  // (TakePostedLocked).
+  PostedList<NcclRequest> posted;
+  // Requests not yet complete, oldest first, for the watchdog.
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  std::deque<std::shared_ptr<NcclRequest>> pending;  // Guarded by watch_mu.
+  bool stopping = false;                              // Guarded by watch_mu.
+  // Guarded by watch_mu: no pending request's deadline is earlier (some
+  // may be later: requests that finished leave it until the next scan), so
+  // the watchdog scans the queue for an expired request only once `now`
+  // passes it, not on every look.
+  absl::Time earliest_deadline = absl::InfiniteFuture();
+  // The watchdog sleeps with nothing pending, and the next Watch must wake
+  // it (only then: a wake-up is a system call, and one per operation cost
+  // the enqueueing thread more than any CUDA call). Set under watch_mu;
+  // seq_cst, as `posted` is: either the watchdog sees the new request
+  // before it sleeps, or the poster sees it asleep.
+  std::atomic<bool> watchdog_idle{false};
+  // The watchdog's scratch, kept to avoid allocating on every look.
+  std::vector<cudaEvent_t> probe_events;
+  std::vector<std::shared_ptr<NcclRequest>> completing;
+#ifdef RELAY_NCCL_DIAG
+  LaunchProfile profile;  // Written by the posting thread.
+#endif
+
+  ~Core() {
+#ifdef RELAY_NCCL_DIAG
+    if (Diag().profile) profile.Print(rank);
+#endif
+    if (!comm_aborted) {
+      for (ncclComm_t c : OwnedComms()) ncclCommDestroy(c);
+    }
+    for (EdgeLink* link : {&to_next, &from_prev}) {
+      if (link->joined != nullptr) cudaEventDestroy(link->joined);
+      if (link->stream != nullptr) cudaStreamDestroy(link->stream);
+    }
+    if (forked != nullptr) cudaEventDestroy(forked);
+    if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
+    if (ready != nullptr) cudaEventDestroy(ready);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  absl::Status AbortReason() {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    return abort_reason;
+  }
+  // Aborts the NCCL communicator once and fails every pending request with
+  // `why`. Safe from any thread, the watchdog included.
+  void Abort(absl::Status why);
+  // Fails every request posted or pending with `why` (after an abort).
+  void FailPending(const absl::Status& why);
+  void Watch(std::shared_ptr<NcclRequest> request);
+  // Moves `posted` to the back of `pending`, oldest first. Holds watch_mu.
+  void TakePostedLocked();
+  void WatchdogLoop();
+};
+
+// One queued operation: done when its completion event has fired on the
+// transport's stream.
+class NcclRequest final : public RequestState {
+ public:
+  NcclRequest(std::shared_ptr<Core> core, cudaEvent_t done_event,
+              absl::Time deadline, const char* what, uint64_t sequence)
+      : RequestState(deadline),
+        core_(std::move(core)),
+        done_event_(done_event),
+        what_(what),
+        sequence_(sequence) {}
+  ~NcclRequest() override { core_->events.Put(done_event_); }
+
+  absl::Status StreamWait(void* cuda_stream) override {
+    if (done() && !status().ok()) return status();
+    return CudaStatus(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream),
+                                          done_event_, 0),
+                      "cudaStreamWaitEvent");
+  }
+
+  // Completes the request if its GPU work has finished; true if done now.
+  bool Check() {
+    if (done()) return true;
+    const cudaError_t q = cudaEventQuery(done_event_);
+    if (q == cudaErrorNotReady) return false;
+    Complete(CudaStatus(q, "cudaEventQuery"));
+    return true;
+  }
+
+  cudaEvent_t event() const { return done_event_; }
+
+  // Core::posted's, while this request is on it (posted_list.h).
+  NcclRequest* next_posted = nullptr;
+  std::shared_ptr<NcclRequest> posted_ref;
+
+  std::string Describe() const {
+    return sequence_ == kNoSequence ? std::string(what_)
+                                    : absl::StrCat(what_, " #", sequence_);
+  }
+
+  static constexpr uint64_t kNoSequence = ~uint64_t{0};
+
+ protected:
+  // Wait keeps polling while this returns true: the GPU work is moving and
+  // only a poll sees it finish (the watchdog would, a period later).
+  bool Progress() override {
+    if (Check()) return true;
+    return !core_->aborted.load(std::memory_order_relaxed);
+  }
+
+ private:
+  const std::shared_ptr<Core> core_;
+  const cudaEvent_t done_event_;
+  const char* const what_;
+  const uint64_t sequence_;
+};
+
+}  // namespace nccl_internal
+}  // namespace relay
+
+#endif  // RELAY_TRANSPORTS_NCCL_NCCL_CORE_H_
