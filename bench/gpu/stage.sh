@@ -8,8 +8,11 @@
 # is about 88 MB. Name the files the lease's command uses; what they
 # run or import from the folder comes with them.
 #
-# Usage: bench/gpu/stage.sh [--from DIR] OUT_DIR [FILE...]
+# Usage: bench/gpu/stage.sh [--from DIR] [--xz] OUT_DIR [FILE...]
 #   --from DIR  the built folder (default gpu_bin)
+#   --xz        pack the files into OUT_DIR/bins.tar.xz (about an eighth of
+#               the size) with OUT_DIR/run.sh, which unpacks them on the GPU
+#               host and runs one: `bash gpu_run/run.sh lease.sh $OUT`
 #   FILE...     names inside it (default: every file but the *_diag builds,
 #               issue_cost and stream_op_cost, and not the torch/ folder)
 # Example:
@@ -19,10 +22,14 @@
 #   (then run with carry ["gpu_run"]; keep gpu_run/ in .git/info/exclude)
 set -euo pipefail
 from=gpu_bin
-if [ "${1:-}" = --from ]; then
-  from="$2"
-  shift 2
-fi
+xz=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --from) from="$2"; shift 2 ;;
+    --xz) xz=1; shift ;;
+    *) break ;;
+  esac
+done
 out="${1:?usage: stage.sh [--from DIR] OUT_DIR [FILE...]}"
 shift
 [ -d "$from" ] || { echo "stage.sh: no folder $from (run bench/gpu/build.sh)" >&2; exit 2; }
@@ -61,9 +68,28 @@ for f in "${files[@]}"; do
   chmod u+w "$out/$f"
   if head -c 4 "$out/$f" | grep -q "ELF"; then strip "$out/$f"; fi
 done
+if [ "$xz" = 1 ]; then
+  packed="$(mktemp -d)"
+  tar cJf "$packed/bins.tar.xz" -C "$out" .
+  rm -rf "$out"
+  mkdir -p "$out"
+  mv "$packed/bins.tar.xz" "$out/"
+  rmdir "$packed"
+  cat >"$out/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Unpacks bins.tar.xz (bench/gpu/stage.sh --xz) into a fresh folder and runs
+# one of its files with the rest of the arguments: run.sh FILE ARGS...
+set -eu
+file="${1:?usage: run.sh FILE ARGS...}"
+shift
+dir="$(mktemp -d /tmp/relay_bins.XXXXXX)"
+tar xJf "$(dirname "$0")/bins.tar.xz" -C "$dir"
+exec bash "$dir/$file" "$@"
+RUN
+fi
 size=$(du -sm "$out" | cut -f1)
 echo "staged ${#files[@]} files in $out: $size MB"
 if [ "$size" -gt 40 ]; then
   echo "stage.sh: $size MB is close to the 64 MiB a lease carries with the tree;" \
-       "name fewer files" >&2
+       "name fewer files, or pack them with --xz" >&2
 fi
