@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "collectives/device_stream_ops.h"
@@ -17,7 +17,8 @@
 #include "collectives/ring.h"
 #include "collectives/stream_executor.h"
 #include "collectives/tree.h"
-#include "runtime/env_switch.h"
+#include "runtime/env_var.h"
+#include "runtime/tag.h"
 #include "runtime/transport.h"
 
 namespace relay {
@@ -42,18 +43,6 @@ bool OnDevice(const CollectiveArgs& a) {
          (a.recv.count > 0 && !a.recv.device.is_host());
 }
 
-absl::Status ReadSize(const char* name, size_t* out) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return absl::OkStatus();
-  uint64_t parsed = 0;
-  if (!absl::SimpleAtoi(value, &parsed) || parsed == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, "='", value, "' is not a positive integer"));
-  }
-  *out = static_cast<size_t>(parsed);
-  return absl::OkStatus();
-}
-
 const char* At(const void* base, size_t elements, DataType dtype) {
   return static_cast<const char*>(base) + elements * DataTypeSize(dtype);
 }
@@ -70,22 +59,25 @@ ScheduleEngine::ScheduleEngine() {
           absl::StrCat("RELAY_ALGORITHM: ", parsed.status().message()));
     }
   }
-  if (config_error_.ok()) {
-    config_error_ = ReadSize("RELAY_SEGMENT_BYTES", &segment_bytes_);
-  }
-  if (config_error_.ok()) {
-    config_error_ = ReadSize("RELAY_PIPELINE_DEPTH", &pipeline_depth_);
-  }
-  if (config_error_.ok()) {
-    absl::StatusOr<bool> both_ways =
-        ReadEnvSwitch("RELAY_RING_BIDIRECTIONAL", device_ring_bidirectional_,
-                      "ring all_reduce both ways round on device buffers");
-    if (both_ways.ok()) {
-      device_ring_bidirectional_ = *both_ways;
+  // The first malformed variable is every call's error (config_error_).
+  auto take = [this](auto read, auto* out) {
+    if (!config_error_.ok()) return;
+    if (read.ok()) {
+      *out = *read;
     } else {
-      config_error_ = both_ways.status();
+      config_error_ = read.status();
     }
-  }
+  };
+  take(ReadEnvCount("RELAY_SEGMENT_BYTES", segment_bytes_, 1, SIZE_MAX,
+                    "bytes in a pipeline segment"),
+       &segment_bytes_);
+  // A lane is a field of the message tag (runtime/tag.h): at most kMaxLanes.
+  take(ReadEnvCount("RELAY_PIPELINE_DEPTH", pipeline_depth_, 1, kMaxLanes,
+                    "pipeline lanes in flight"),
+       &pipeline_depth_);
+  take(ReadEnvSwitch("RELAY_RING_BIDIRECTIONAL", device_ring_bidirectional_,
+                     "ring all_reduce both ways round on device buffers"),
+       &device_ring_bidirectional_);
 }
 
 size_t ScheduleEngine::SegmentBytes(const TransportCapabilities& caps) const {

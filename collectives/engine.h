@@ -15,13 +15,15 @@
 //                         more where the transport's per-message latency
 //                         is high (at least ten latencies' worth of bytes
 //                         at its bandwidth, from its capabilities).
-//   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2); on device
-//                         buffers, the lanes (and lane streams) of a call.
+//   RELAY_PIPELINE_DEPTH  lanes in flight at once (default 2, at most
+//                         kMaxLanes); on device buffers, the lanes (and
+//                         lane streams) of a call.
 //   RELAY_RING_BIDIRECTIONAL  1 (default) or 0: ring all_reduce on device
 //                         buffers sends half of each segment each way round
 //                         the ring (ring.h), where there are more than 2
 //                         ranks. Host buffers always go one way.
-// A malformed value makes every call fail with InvalidArgument naming it.
+// A malformed value (runtime/env_var.h) makes every call fail with
+// InvalidArgument naming it.
 //
 // Example:
 //   ScheduleEngine engine;

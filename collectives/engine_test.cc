@@ -55,7 +55,10 @@ TEST(EngineConfigTest, MalformedVariablesAreInvalidArgument) {
     const char* value;
   };
   for (const Bad& bad : {Bad{"RELAY_SEGMENT_BYTES", "lots"},
+                         Bad{"RELAY_SEGMENT_BYTES", "-5"},
+                         Bad{"RELAY_SEGMENT_BYTES", "0"},
                          Bad{"RELAY_PIPELINE_DEPTH", "0"},
+                         Bad{"RELAY_PIPELINE_DEPTH", "65537"},
                          Bad{"RELAY_RING_BIDIRECTIONAL", "yes"},
                          Bad{"RELAY_RING_BIDIRECTIONAL", "2"}}) {
     setenv(bad.name, bad.value, 1);

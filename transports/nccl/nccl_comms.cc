@@ -1,13 +1,11 @@
 #include "transports/nccl/nccl_comms.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/env_switch.h"
+#include "runtime/env_var.h"
 #include "runtime/status_macros.h"
 #include "transports/nccl/nccl_status.h"
 #include "transports/nccl/ring_edges.h"
@@ -66,16 +64,12 @@ absl::Status PrepareCore(Core& core) {
 // RELAY_NCCL_P2P_CHANNELS, else kDefaultP2pChannels (0: no communicator
 // of its own); InvalidArgument for anything but a count of 0-1024.
 absl::StatusOr<int> P2pChannelsFromEnvironment() {
-  const char* value = std::getenv("RELAY_NCCL_P2P_CHANNELS");
-  if (value == nullptr || *value == '\0') return kDefaultP2pChannels;
-  int channels = 0;
-  if (!absl::SimpleAtoi(value, &channels) || channels < 0 || channels > 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_NCCL_P2P_CHANNELS='", value,
-        "' is not a channel count (0-1024; 0: point-to-point on the "
-        "collectives' NCCL communicator)"));
-  }
-  return channels;
+  RELAY_ASSIGN_OR_RETURN(
+      const uint64_t channels,
+      ReadEnvCount("RELAY_NCCL_P2P_CHANNELS", kDefaultP2pChannels, 0, 1024,
+                   "channels of the point-to-point communicator; 0: "
+                   "point-to-point on the collectives' NCCL communicator"));
+  return static_cast<int>(channels);
 }
 
 // Gives `core` (whose `comm` is made) its point-to-point communicator: a
@@ -128,14 +122,10 @@ absl::StatusOr<bool> RingEdgesFromEnvironment(int size) {
 // RELAY_NCCL_RING_EDGE_BYTES, else kDefaultRingEdgeBytes; InvalidArgument
 // for anything but a byte count.
 absl::StatusOr<size_t> RingEdgeBytesFromEnvironment() {
-  const char* value = std::getenv("RELAY_NCCL_RING_EDGE_BYTES");
-  if (value == nullptr || *value == '\0') return kDefaultRingEdgeBytes;
-  uint64_t bytes = 0;
-  if (!absl::SimpleAtoi(value, &bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_NCCL_RING_EDGE_BYTES='", value,
-        "' is not a byte count (the smallest message a ring edge carries)"));
-  }
+  RELAY_ASSIGN_OR_RETURN(
+      const uint64_t bytes,
+      ReadEnvCount("RELAY_NCCL_RING_EDGE_BYTES", kDefaultRingEdgeBytes, 0,
+                   SIZE_MAX, "the smallest message a ring edge carries"));
   return static_cast<size_t>(bytes);
 }
 

@@ -21,7 +21,7 @@
 //     (RELAY_NCCL_P2P_CHANNELS; 0 = none of its own): NCCL stripes a send
 //     over (its point-to-point channels) / (ranks) of them, which with the
 //     collectives' 32 left 4 ranks 8 channels and half NVLink's bandwidth
-//     for the messages of relay's ring (nccl_transport.cc says more).
+//     for the messages of relay's ring (nccl_comms.cc says more).
 //   * Ring edges, where RELAY_NCCL_RING_EDGES=1 asks for them (off by
 //     default), messages of at least 48 MiB (RELAY_NCCL_RING_EDGE_BYTES) along
 //     the ring (from rank r to r+1 mod n) run on a two-rank communicator

@@ -26,7 +26,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "runtime/env_switch.h"
+#include "runtime/env_var.h"
 #include "runtime/fast_clock.h"
 #include "runtime/shared_segment.h"
 #include "runtime/slot_exchange.h"
