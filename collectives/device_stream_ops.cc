@@ -1,15 +1,15 @@
 #include "collectives/device_stream_ops.h"
 
-#include <cstdlib>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/device_reduce.h"
 #include "collectives/device_reduce_kernels.h"
 #include "runtime/device_runtime.h"
+#include "runtime/env_var.h"
 #include "runtime/status_macros.h"
 
 namespace relay {
@@ -44,15 +44,12 @@ absl::Status Checked(int error, absl::string_view what) {
 constexpr int kDefaultReduceBlocks = 32;
 
 absl::StatusOr<int> ReduceBlocksFromEnvironment() {
-  const char* value = std::getenv("RELAY_STREAM_REDUCE_BLOCKS");
-  if (value == nullptr || *value == '\0') return kDefaultReduceBlocks;
-  int blocks = 0;
-  if (!absl::SimpleAtoi(value, &blocks) || blocks < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_STREAM_REDUCE_BLOCKS='", value,
-        "' is not a non-negative integer"));
-  }
-  return blocks;
+  RELAY_ASSIGN_OR_RETURN(
+      const uint64_t blocks,
+      ReadEnvCount("RELAY_STREAM_REDUCE_BLOCKS", kDefaultReduceBlocks, 0,
+                   INT32_MAX,
+                   "most blocks a device reduction launches; 0: a full grid"));
+  return static_cast<int>(blocks);
 }
 
 // Lane streams and events kept between runs, per device. A run of relay's

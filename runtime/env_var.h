@@ -3,7 +3,7 @@
 // One reading of relay's environment variables that switch something on or
 // off (RELAY_RING_BIDIRECTIONAL, RELAY_UCX_PROGRESS_THREAD,
 // RELAY_NCCL_RING_EDGES) or give a count (RELAY_SEGMENT_BYTES,
-// RELAY_PIPELINE_DEPTH, RELAY_NCCL_P2P_CHANNELS,
+// RELAY_PIPELINE_DEPTH, RELAY_STREAM_REDUCE_BLOCKS, RELAY_NCCL_P2P_CHANNELS,
 // RELAY_NCCL_RING_EDGE_BYTES). Unset or empty means the default. A value
 // that does not parse is InvalidArgument naming the variable, the value and
 // what it sets, so a typo ("yes", "64k") fails the call that reads it
