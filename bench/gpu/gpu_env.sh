@@ -12,6 +12,14 @@
 #     environment.txt starts with.
 #   - timed_step runs one bounded step of a lease's command (open_targets.sh,
 #     loopback_on_gpus.sh).
+#   - lease_begin and lease_end frame a one-off lease script: a fresh work
+#     folder with host.txt, and at the end one archive in the lease's OUT
+#     (a lease returns at most 8 files). Example (gpu_bin/lease.sh, staged
+#     with bench/gpu/stage.sh):
+#       here="$(cd "$(dirname "$0")" && pwd)"; source "$here/gpu_env.sh"
+#       lease_begin "$1"
+#       timed_step "$work" checks 300 "$here/run_checks.sh" "$work/checks"
+#       lease_end
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 gpu_count() {
@@ -35,4 +43,24 @@ timed_step() {
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
   echo "$name: rc $rc in $((SECONDS - start)) s (limit $limit s)"
+}
+
+# lease_begin OUT: sets `out` (made) and `work` (a fresh /tmp/lease), writes
+# the GPUs and CPU model to $work/host.txt and prints them, and starts the
+# lease's clock.
+lease_begin() {
+  out="$1"
+  mkdir -p "$out"
+  work=/tmp/lease
+  rm -rf "$work"
+  mkdir -p "$work"
+  lease_start=$SECONDS
+  { nvidia-smi -L; lscpu | grep -E "Model name"; } >"$work/host.txt" 2>&1
+  cat "$work/host.txt"
+}
+
+# lease_end: $work as one archive, $out/lease.tgz, and the lease's time.
+lease_end() {
+  tar czf "$out/lease.tgz" -C "$work" .
+  echo "== done ($((SECONDS - lease_start)) s)"
 }

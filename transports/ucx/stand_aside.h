@@ -48,7 +48,7 @@
 //     const int64_t polled = stand_aside.last_caller_poll();
 //     stand_aside.AfterStandingAside(polled, NowNanos());
 //   } else {
-//     stand_aside.TakingOver(last_poll, now, busy);
+//     stand_aside.TakingOver(last_poll, now, [&] { return busy; });
 //     ... drive the worker ...
 //   }
 #ifndef RELAY_TRANSPORTS_UCX_STAND_ASIDE_H_
@@ -127,10 +127,12 @@ class StandAside {
   }
 
   // Progress thread: it takes over at `now` from a caller whose last poll
-  // was `last_poll`; `busy`: work in flight. A caller that polled and then
-  // neither polled again nor slept, with work in flight, left it behind.
-  void TakingOver(int64_t last_poll, int64_t now, bool busy) {
-    if (last_poll != 0 && busy) NoteAbandoned(now);
+  // was `last_poll`; `busy()`: work in flight, asked only if a caller had
+  // polled. A caller that polled and then neither polled again nor slept,
+  // with work in flight, left it behind.
+  template <class BusyFn>
+  void TakingOver(int64_t last_poll, int64_t now, BusyFn busy) {
+    if (last_poll != 0 && busy()) NoteAbandoned(now);
     abandoned_seen_ns_ = last_abandoned_ns_.load(std::memory_order_relaxed);
     interval_ns_ = kCallerPollingNs;
   }

@@ -813,7 +813,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
         stand_aside_.AfterStandingAside(polled, NowNanos());
         continue;
       }
-      stand_aside_.TakingOver(last_poll, now, Busy());
+      stand_aside_.TakingOver(last_poll, now, [this] { return Busy(); });
       const bool exchanged = exchange_ != nullptr && exchange_->Progress();
       if (Poll(now) || exchanged) {
         idle_for = std::chrono::microseconds(1);
