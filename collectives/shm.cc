@@ -229,13 +229,21 @@ absl::StatusOr<Request> StartPipelinedAllReduce(Transport& transport,
                           elements};
     RELAY_ASSIGN_OR_RETURN(
         last, transport.Exchange(
-                  tag, {nullptr, elements * esize, &FillOthersPieces},
-                  &FinishReducePiece, &c, sizeof(c), args.deadline));
+                  {.tag = tag,
+                   .input = {nullptr, elements * esize, &FillOthersPieces},
+                   .finish = &FinishReducePiece,
+                   .context = &c,
+                   .context_bytes = sizeof(c),
+                   .deadline = args.deadline}));
     const Piece piece = PieceOf(elements, n, mine);
     RELAY_ASSIGN_OR_RETURN(
-        last, transport.Exchange(
-                  tag, {c.recv + piece.first * esize, piece.length * esize},
-                  &FinishGatherPieces, &c, sizeof(c), args.deadline));
+        last, transport.Exchange({.tag = tag,
+                                  .input = {c.recv + piece.first * esize,
+                                            piece.length * esize},
+                                  .finish = &FinishGatherPieces,
+                                  .context = &c,
+                                  .context_bytes = sizeof(c),
+                                  .deadline = args.deadline}));
   }
   // Exchanges finish in order, and a failure fails every one queued after
   // it (an abort, every one): the last one's request speaks for them all.
@@ -412,9 +420,12 @@ absl::StatusOr<Request> StartShm(Transport& transport,
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
   const ShmCall call{args.kind, args.op,   dtype, args.root,
                      rank,      args.recv.data, count};
-  return transport.Exchange(CollectiveTag(args.sequence, 0),
-                            {args.send.data, plan.bytes}, &Finish, &call,
-                            sizeof(call), args.deadline);
+  return transport.Exchange({.tag = CollectiveTag(args.sequence, 0),
+                             .input = {args.send.data, plan.bytes},
+                             .finish = &Finish,
+                             .context = &call,
+                             .context_bytes = sizeof(call),
+                             .deadline = args.deadline});
 }
 
 absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
@@ -432,9 +443,12 @@ absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
   const ShmCall call{args.kind, args.op,   dtype, args.root,
                      rank,      args.recv.data, count};
-  return transport.RunExchange(CollectiveTag(args.sequence, 0),
-                               {args.send.data, plan.bytes}, &Finish, &call,
-                               sizeof(call), args.deadline);
+  return transport.RunExchange({.tag = CollectiveTag(args.sequence, 0),
+                                .input = {args.send.data, plan.bytes},
+                                .finish = &Finish,
+                                .context = &call,
+                                .context_bytes = sizeof(call),
+                                .deadline = args.deadline});
 }
 
 }  // namespace relay

@@ -275,10 +275,8 @@ void SlotExchange::SleepUntilWritten(std::chrono::nanoseconds timeout) {
   SleepUnless(timeout, [this] { return Progress(); });
 }
 
-absl::Status SlotExchange::BadInput(const ExchangeInput& input,
-                                    ExchangeFinishFn finish,
-                                    const void* context,
-                                    size_t context_bytes) const {
+absl::Status SlotExchange::BadInput(const ExchangeCall& call) const {
+  const ExchangeInput& input = call.input;
   if (input.bytes > slot_bytes_) {
     return absl::InvalidArgumentError(
         absl::StrCat("exchange of ", input.bytes, " bytes; slots hold ",
@@ -288,33 +286,28 @@ absl::Status SlotExchange::BadInput(const ExchangeInput& input,
     return absl::InvalidArgumentError(
         "exchange: bytes need either data or a fill function, not both");
   }
-  if (finish == nullptr) {
+  if (call.finish == nullptr) {
     return absl::InvalidArgumentError("exchange: null finish function");
   }
-  if (context_bytes > kMaxContextBytes ||
-      (context == nullptr && context_bytes > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "exchange: context of ", context_bytes, " bytes (at most ",
-        kMaxContextBytes, ", not null)"));
+  if (call.context_bytes > kMaxContextBytes ||
+      (call.context == nullptr && call.context_bytes > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("exchange: context of ", call.context_bytes,
+                     " bytes (at most ", kMaxContextBytes, ", not null)"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
-                                            ExchangeFinishFn finish,
-                                            const void* context,
-                                            size_t context_bytes,
-                                            absl::Time deadline) {
-  if (!InputOk(input, finish, context, context_bytes)) {
-    return BadInput(input, finish, context, context_bytes);
-  }
+absl::StatusOr<Request> SlotExchange::Start(const ExchangeCall& call) {
+  if (!InputOk(call)) return BadInput(call);
   std::shared_ptr<Op> op;
   Completions done;
   bool finished_here = false;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (!aborted_.ok()) {
-      op = std::allocate_shared<Op>(RecyclingAllocator<Op>(), deadline, this);
+      op = std::allocate_shared<Op>(RecyclingAllocator<Op>(), call.deadline,
+                                    this);
       op->Complete(aborted_);
       return Request(std::move(op));
     }
@@ -326,14 +319,18 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
     // for it); the ones after overlap the line's way to the peer.
     const bool first_in_line = queue_.empty() && !running_;
     if (first_in_line) {
-      Publish(exchange, tag, input, context, /*release=*/false);
+      Publish(exchange, call.tag, call.input, call.context,
+              /*release=*/false);
     }
-    op = std::allocate_shared<Op>(RecyclingAllocator<Op>(), deadline, this);
+    op =
+        std::allocate_shared<Op>(RecyclingAllocator<Op>(), call.deadline, this);
     op->exchange = exchange;
-    op->tag = tag;
-    op->input = input;
-    op->finish = finish;
-    if (context_bytes > 0) std::memcpy(op->context, context, context_bytes);
+    op->tag = call.tag;
+    op->input = call.input;
+    op->finish = call.finish;
+    if (call.context_bytes > 0) {
+      std::memcpy(op->context, call.context, call.context_bytes);
+    }
     if (first_in_line) {
       // Finished at once, without the queue, if the peers are there
       // already. Half the calls of a 2-rank group finish here.
@@ -356,12 +353,8 @@ absl::StatusOr<Request> SlotExchange::Start(uint64_t tag, ExchangeInput input,
   return Request(std::move(op));
 }
 
-absl::Status SlotExchange::Run(uint64_t tag, ExchangeInput input,
-                               ExchangeFinishFn finish, const void* context,
-                               size_t context_bytes, absl::Time deadline) {
-  if (!InputOk(input, finish, context, context_bytes)) {
-    return BadInput(input, finish, context, context_bytes);
-  }
+absl::Status SlotExchange::Run(const ExchangeCall& call) {
+  if (!InputOk(call)) return BadInput(call);
   uint64_t exchange = 0;
   {
     std::unique_lock<SpinLock> lock(mu_);
@@ -370,8 +363,7 @@ absl::Status SlotExchange::Run(uint64_t tag, ExchangeInput input,
       // Exchanges ahead of it (started, or another thread's Run): it
       // queues behind them as Start's would.
       lock.unlock();
-      absl::StatusOr<Request> started =
-          Start(tag, input, finish, context, context_bytes, deadline);
+      absl::StatusOr<Request> started = Start(call);
       if (!started.ok()) return started.status();
       absl::Status waited = started->Wait();
       if (absl::IsDeadlineExceeded(waited)) Abort(waited);
@@ -380,16 +372,16 @@ absl::Status SlotExchange::Run(uint64_t tag, ExchangeInput input,
     exchange = next_exchange_++;
     // The slot first: every instruction before it delays the peers.
     // AwaitRun wakes sleepers.
-    Publish(exchange, tag, input, context, /*release=*/true);
+    Publish(exchange, call.tag, call.input, call.context, /*release=*/true);
     running_ = true;
   }
   // Outside the lock: a Start meanwhile queues (AdvanceLocked publishes
   // nothing while running_), and Abort can fail this exchange (it marks
   // this rank aborted, which AwaitRun watches).
-  absl::Status waited = AwaitRun(exchange, tag, deadline);
+  absl::Status waited = AwaitRun(exchange, call.tag, call.deadline);
   const bool ready = waited.ok() && !FlagsOf(rank_)->aborted.load(
                                         std::memory_order_acquire);
-  if (ready) Finish(exchange, finish, context);
+  if (ready) Finish(exchange, call.finish, call.context);
   Completions done;
   {
     std::lock_guard<SpinLock> lock(mu_);

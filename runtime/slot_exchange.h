@@ -46,9 +46,11 @@
 //
 // Example (two threads, ranks 0 and 1, sharing `region`):
 //   SlotExchange ex(region, rank, 2, 1024, spin);
-//   RELAY_ASSIGN_OR_RETURN(Request r, ex.Start(tag, &x, sizeof(x), &Sum,
-//                                              &out_ptr, sizeof(out_ptr),
-//                                              deadline));
+//   RELAY_ASSIGN_OR_RETURN(
+//       Request r, ex.Start({.tag = tag, .input = {&x, sizeof(x)},
+//                            .finish = &Sum, .context = &out_ptr,
+//                            .context_bytes = sizeof(out_ptr),
+//                            .deadline = deadline}));
 //   RELAY_RETURN_IF_ERROR(r.Wait());
 #ifndef RELAY_RUNTIME_SLOT_EXCHANGE_H_
 #define RELAY_RUNTIME_SLOT_EXCHANGE_H_
@@ -106,6 +108,29 @@ struct ExchangeInput {
   ExchangeFillFn fill = nullptr;
 };
 
+// One exchange, as Start and Run (and Transport::Exchange and RunExchange)
+// take it: every rank brings the same `tag` (a collective's) and its own
+// `input`; `finish` runs on this rank with a copy of `context`
+// (`context_bytes`, at most kMaxContextBytes) once every contribution is
+// there, or DeadlineExceeded when `deadline` passes first.
+//   ExchangeCall call{.tag = t, .input = {&x, sizeof(x)}, .finish = &Sum,
+//                     .context = &out, .context_bytes = sizeof(out),
+//                     .deadline = deadline};
+// Passed by reference, so the layers between a collective and its slot hand
+// on one pointer. As six arguments, the input and the deadline went on the
+// stack, and each layer copied them on with 16-byte loads that spanned the
+// previous layer's 8-byte stores, which the CPU cannot forward: the loads
+// waited for the stores to reach the cache, at every layer of a small
+// blocking collective's call (bench/results/2026-11-27-small-call-copies.md).
+struct ExchangeCall {
+  uint64_t tag = 0;
+  ExchangeInput input;
+  ExchangeFinishFn finish = nullptr;
+  const void* context = nullptr;
+  size_t context_bytes = 0;
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
 // What a waiter on an exchange drives, when a transport wants to see it:
 // the UCX transport's progress thread stands aside while a caller polls,
 // and takes over when the caller's Wait goes to sleep.
@@ -142,17 +167,16 @@ class SlotExchange {
   int size() const { return size_; }
   size_t slot_bytes() const { return slot_bytes_; }
 
-  // Queues this rank's next exchange: its contribution `input` (written
-  // into the slot at once if nothing is queued ahead, else when the
-  // exchanges ahead have finished), `finish` and a copy of `context`. The
+  // Queues this rank's next exchange (ExchangeCall): its contribution
+  // `input` (written into the slot at once if nothing is queued ahead, else
+  // when the exchanges ahead have finished), `finish` and a copy of
+  // `context`. The
   // request completes after `finish` ran on this rank; with Internal if a
   // peer's slot holds another tag, Unavailable if a peer aborted, or the
   // abort's reason. InvalidArgument, before anything is written, for more
   // than slot_bytes(), bytes with neither data nor fill (or both), a null
   // `finish`, or a context too large.
-  absl::StatusOr<Request> Start(uint64_t tag, ExchangeInput input,
-                                ExchangeFinishFn finish, const void* context,
-                                size_t context_bytes, absl::Time deadline);
+  absl::StatusOr<Request> Start(const ExchangeCall& call);
 
   // Start's blocking form: the same exchange, with the same arguments
   // (`context` is read, not copied: the caller's stays valid throughout),
@@ -167,9 +191,7 @@ class SlotExchange {
   // DeadlineExceeded when `deadline` passes first; the exchange is then
   // aborted (as Abort(that status) would), since nothing may write into
   // the caller's memory once this returns.
-  absl::Status Run(uint64_t tag, ExchangeInput input, ExchangeFinishFn finish,
-                   const void* context, size_t context_bytes,
-                   absl::Time deadline);
+  absl::Status Run(const ExchangeCall& call);
 
   // Advances the queued exchanges as far as the peers allow; never blocks
   // (returns false at once if another thread is inside). True if an
@@ -227,18 +249,17 @@ class SlotExchange {
   // the look, one after it wakes the sleeper); true skips the sleep.
   template <class Look>
   void SleepUnless(std::chrono::nanoseconds timeout, Look look);
-  // Whether Start and Run take these arguments (inline: every call asks);
-  // where not, BadInput says why (InvalidArgument).
-  bool InputOk(const ExchangeInput& input, ExchangeFinishFn finish,
-               const void* context, size_t context_bytes) const {
+  // Whether Start and Run take this call (inline: every call asks); where
+  // not, BadInput says why (InvalidArgument).
+  bool InputOk(const ExchangeCall& call) const {
+    const ExchangeInput& input = call.input;
     return input.bytes <= slot_bytes_ &&
            (input.bytes == 0 ||
             (input.data == nullptr) != (input.fill == nullptr)) &&
-           finish != nullptr && context_bytes <= kMaxContextBytes &&
-           (context != nullptr || context_bytes == 0);
+           call.finish != nullptr && call.context_bytes <= kMaxContextBytes &&
+           (call.context != nullptr || call.context_bytes == 0);
   }
-  absl::Status BadInput(const ExchangeInput& input, ExchangeFinishFn finish,
-                        const void* context, size_t context_bytes) const;
+  absl::Status BadInput(const ExchangeCall& call) const;
   // Run's wait for its exchange's slots; OK once every rank's holds
   // `exchange` (or this rank has been aborted: the caller asks aborted_).
   // Wakes sleepers for Run's stamp after its first few polls.

@@ -91,13 +91,21 @@ absl::StatusOr<Request> StartSum(SlotExchange& ex, uint64_t tag, int iteration,
   const size_t bytes = (static_cast<size_t>(ex.rank()) + 1) * sizeof(int64_t);
   if (by_fill) {
     const FillContext context{out, ex.rank(), iteration};
-    return ex.Start(tag, {nullptr, bytes, &FillValues}, &SumAll, &context,
-                    sizeof(context), deadline);
+    return ex.Start({.tag = tag,
+                     .input = {nullptr, bytes, &FillValues},
+                     .finish = &SumAll,
+                     .context = &context,
+                     .context_bytes = sizeof(context),
+                     .deadline = deadline});
   }
   mine.resize(static_cast<size_t>(ex.rank()) + 1);
   for (int i = 0; i <= ex.rank(); ++i) mine[i] = Value(ex.rank(), iteration, i);
-  return ex.Start(tag, {mine.data(), bytes}, &SumAll, &out, sizeof(out),
-                  deadline);
+  return ex.Start({.tag = tag,
+                   .input = {mine.data(), bytes},
+                   .finish = &SumAll,
+                   .context = &out,
+                   .context_bytes = sizeof(out),
+                   .deadline = deadline});
 }
 
 // Runs `iterations` sums on `size` threads over slot exchanges `exchanges`,
@@ -340,29 +348,35 @@ TEST(SlotExchangeTest, DestroyingCancelsWhatIsQueued) {
   EXPECT_TRUE(absl::IsCancelled(r0->Wait()));
 }
 
+// Calls that Start and Run must refuse: `good` with one thing wrong each.
+// `big` holds more than a 64-byte slot, and more than the largest context.
+std::vector<ExchangeCall> BadCalls(const ExchangeCall& good, const char* big) {
+  static_assert(SlotExchange::kMaxContextBytes < 256);
+  std::vector<ExchangeCall> bad(6, good);
+  bad[0].input = {big, 65};              // More than a slot holds.
+  bad[1].input = {nullptr, 8};           // Bytes from nowhere.
+  bad[2].input = {big, 8, &FillValues};  // Data and a fill function.
+  bad[3].finish = nullptr;               // No finish.
+  bad[4].context = big;                  // A context too large.
+  bad[4].context_bytes = SlotExchange::kMaxContextBytes + 1;
+  bad[5].context = nullptr;  // Context bytes from nowhere.
+  return bad;
+}
+
 TEST(SlotExchangeTest, RejectsBadInputBeforeWritingAnything) {
   Region region(2, 64);
   auto ex = ExchangesOver(region, 2, 64);
-  char big[65] = {};
-  const absl::Time deadline = absl::Now() + absl::Seconds(1);
+  char big[256] = {};
   SumResult* out = nullptr;
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, {big, sizeof(big)}, &SumAll, &out, sizeof(out), deadline)
-          .status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, {nullptr, 8}, &SumAll, &out, sizeof(out), deadline)
-          .status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, {big, 8}, nullptr, &out, sizeof(out), deadline)
-          .status()));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, {big, 8, &FillValues}, &SumAll, &out, sizeof(out),
-                   deadline)
-          .status()));
-  char context[SlotExchange::kMaxContextBytes + 1] = {};
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Start(1, {big, 8}, &SumAll, context, sizeof(context), deadline)
-          .status()));
+  const ExchangeCall good{.tag = 1,
+                          .input = {big, 8},
+                          .finish = &SumAll,
+                          .context = &out,
+                          .context_bytes = sizeof(out),
+                          .deadline = absl::Now() + absl::Seconds(1)};
+  for (const ExchangeCall& bad : BadCalls(good, big)) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ex[0]->Start(bad).status()));
+  }
   // Nothing was queued: the exchanges are still in step.
   RunSums(ex, 10, 1);
 }
@@ -374,8 +388,12 @@ absl::Status RunSum(SlotExchange& ex, uint64_t tag, int iteration,
                     absl::Duration timeout = absl::Seconds(30)) {
   std::vector<int64_t> mine(static_cast<size_t>(ex.rank()) + 1);
   for (int i = 0; i <= ex.rank(); ++i) mine[i] = Value(ex.rank(), iteration, i);
-  return ex.Run(tag, {mine.data(), mine.size() * sizeof(int64_t)}, &SumAll,
-                &out, sizeof(out), absl::Now() + timeout);
+  return ex.Run({.tag = tag,
+                 .input = {mine.data(), mine.size() * sizeof(int64_t)},
+                 .finish = &SumAll,
+                 .context = &out,
+                 .context_bytes = sizeof(out),
+                 .deadline = absl::Now() + timeout});
 }
 
 TEST(SlotExchangeRunTest, EveryRankSeesEveryContributionOfEachExchange) {
@@ -554,15 +572,17 @@ TEST(SlotExchangeRunTest, RanksOutOfStepFailWithInternal) {
 TEST(SlotExchangeRunTest, RejectsBadInputBeforeWritingAnything) {
   Region region(2, 64);
   auto ex = ExchangesOver(region, 2, 64);
-  char big[65] = {};
-  const absl::Time deadline = absl::Now() + absl::Seconds(1);
+  char big[256] = {};
   SumResult* out = nullptr;
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Run(1, {big, sizeof(big)}, &SumAll, &out, sizeof(out), deadline)));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Run(1, {nullptr, 8}, &SumAll, &out, sizeof(out), deadline)));
-  EXPECT_TRUE(absl::IsInvalidArgument(
-      ex[0]->Run(1, {big, 8}, nullptr, &out, sizeof(out), deadline)));
+  const ExchangeCall good{.tag = 1,
+                          .input = {big, 8},
+                          .finish = &SumAll,
+                          .context = &out,
+                          .context_bytes = sizeof(out),
+                          .deadline = absl::Now() + absl::Seconds(1)};
+  for (const ExchangeCall& bad : BadCalls(good, big)) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ex[0]->Run(bad)));
+  }
   RunSums(ex, 10, 1);  // Still in step.
 }
 

@@ -22,12 +22,8 @@ absl::StatusOr<Request> Transport::PostBatch(absl::Span<const PeerOp> ops,
   return WhenAll(std::move(posted), deadline);
 }
 
-absl::Status Transport::RunExchange(uint64_t tag, ExchangeInput input,
-                                    ExchangeFinishFn finish,
-                                    const void* context, size_t context_bytes,
-                                    absl::Time deadline) {
-  absl::StatusOr<Request> started =
-      Exchange(tag, input, finish, context, context_bytes, deadline);
+absl::Status Transport::RunExchange(const ExchangeCall& call) {
+  absl::StatusOr<Request> started = Exchange(call);
   if (!started.ok()) return started.status();
   return started->Wait();
 }

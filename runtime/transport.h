@@ -169,7 +169,7 @@ class Transport {
 
   // For transports whose ranks share memory on one host (capabilities()
   // .exchange_bytes > 0): every rank of the group calls Exchange in the
-  // same order, with the same `tag` (a collective's), and its
+  // same order, with the same `call.tag` (a collective's), and its
   // contribution `input` (runtime/slot_exchange.h: bytes copied from memory
   // or written by a fill function; ranks may bring different sizes, none
   // more than exchange_bytes). Once every rank's contribution
@@ -184,13 +184,8 @@ class Transport {
   // (runtime/slot_exchange.h describes the protocol). A peer that aborts
   // fails it with Unavailable; ranks that disagree on the order, with
   // Internal.
-  virtual absl::StatusOr<Request> Exchange(uint64_t tag, ExchangeInput input,
-                                           ExchangeFinishFn finish,
-                                           const void* context,
-                                           size_t context_bytes,
-                                           absl::Time deadline) {
-    (void)tag, (void)input, (void)finish, (void)context, (void)context_bytes,
-        (void)deadline;
+  virtual absl::StatusOr<Request> Exchange(const ExchangeCall& call) {
+    (void)call;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-memory exchange"));
   }
@@ -203,10 +198,7 @@ class Transport {
   // first; the exchange may then still be in flight, so the caller aborts
   // the transport before the buffers go (Communicator::RunCollective
   // aborts the communicator).
-  virtual absl::Status RunExchange(uint64_t tag, ExchangeInput input,
-                                   ExchangeFinishFn finish,
-                                   const void* context, size_t context_bytes,
-                                   absl::Time deadline);
+  virtual absl::Status RunExchange(const ExchangeCall& call);
 
   // Posts every op of `ops` at once (an exchange cannot deadlock) and
   // returns one request that completes when all have, with the first error.

@@ -990,25 +990,14 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
   return Request(std::move(request));
 }
 
-absl::StatusOr<Request> LoopbackTransport::Exchange(
-    uint64_t tag, ExchangeInput input, ExchangeFinishFn finish,
-    const void* context, size_t context_bytes, absl::Time deadline) {
-  if (exchange_ == nullptr) {
-    return Transport::Exchange(tag, input, finish, context, context_bytes,
-                               deadline);
-  }
-  return exchange_->Start(tag, input, finish, context, context_bytes,
-                          deadline);
+absl::StatusOr<Request> LoopbackTransport::Exchange(const ExchangeCall& call) {
+  if (exchange_ == nullptr) return Transport::Exchange(call);
+  return exchange_->Start(call);
 }
 
-absl::Status LoopbackTransport::RunExchange(
-    uint64_t tag, ExchangeInput input, ExchangeFinishFn finish,
-    const void* context, size_t context_bytes, absl::Time deadline) {
-  if (exchange_ == nullptr) {
-    return Transport::RunExchange(tag, input, finish, context, context_bytes,
-                                  deadline);
-  }
-  return exchange_->Run(tag, input, finish, context, context_bytes, deadline);
+absl::Status LoopbackTransport::RunExchange(const ExchangeCall& call) {
+  if (exchange_ == nullptr) return Transport::RunExchange(call);
+  return exchange_->Run(call);
 }
 
 void LoopbackTransport::Abort(absl::Status reason) {

@@ -101,13 +101,8 @@ class LoopbackTransport final : public Transport {
                                      size_t record_bytes, CombineFn combine,
                                      size_t parts,
                                      absl::Time deadline) override;
-  absl::StatusOr<Request> Exchange(uint64_t tag, ExchangeInput input,
-                                   ExchangeFinishFn finish,
-                                   const void* context, size_t context_bytes,
-                                   absl::Time deadline) override;
-  absl::Status RunExchange(uint64_t tag, ExchangeInput input,
-                           ExchangeFinishFn finish, const void* context,
-                           size_t context_bytes, absl::Time deadline) override;
+  absl::StatusOr<Request> Exchange(const ExchangeCall& call) override;
+  absl::Status RunExchange(const ExchangeCall& call) override;
   void Abort(absl::Status reason) override;
 
  private:

@@ -389,16 +389,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     return caps;
   }
 
-  absl::StatusOr<Request> Exchange(uint64_t tag, ExchangeInput input,
-                                   ExchangeFinishFn finish,
-                                   const void* context, size_t context_bytes,
-                                   absl::Time deadline) override {
-    if (exchange_ == nullptr) {
-      return Transport::Exchange(tag, input, finish, context, context_bytes,
-                                 deadline);
-    }
-    absl::StatusOr<Request> started = exchange_->Start(
-        tag, input, finish, context, context_bytes, deadline);
+  absl::StatusOr<Request> Exchange(const ExchangeCall& call) override {
+    if (exchange_ == nullptr) return Transport::Exchange(call);
+    absl::StatusOr<Request> started = exchange_->Start(call);
     // A caller may never wait (a future completed by OnDone): the progress
     // thread drives a pending exchange too, and must be woken for it if it
     // went idle. pending() and thread_idle_ are seq_cst on both sides.
@@ -413,19 +406,12 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   // it (no op is queued, so pending() stays false), and UCX operations in
   // flight meanwhile keep moving on that thread as they do for any caller
   // that does not poll.
-  absl::Status RunExchange(uint64_t tag, ExchangeInput input,
-                           ExchangeFinishFn finish, const void* context,
-                           size_t context_bytes,
-                           absl::Time deadline) override {
-    if (exchange_ == nullptr) {
-      return Transport::RunExchange(tag, input, finish, context,
-                                    context_bytes, deadline);
-    }
+  absl::Status RunExchange(const ExchangeCall& call) override {
+    if (exchange_ == nullptr) return Transport::RunExchange(call);
     // Its fallback (exchanges queued ahead of it) waits on a request,
     // which drives the queue itself; a Start by another thread meanwhile
     // wakes the progress thread as Exchange does.
-    return exchange_->Run(tag, input, finish, context, context_bytes,
-                          deadline);
+    return exchange_->Run(call);
   }
 
   absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,

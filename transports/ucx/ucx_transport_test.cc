@@ -262,11 +262,13 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
           for (int i = 0; i <= r; ++i) mine[i] = r * 1000 + it * 7 + i;
           int64_t sum = -1;
           int64_t* out = &sum;
-          auto req = ranks[r]->Exchange(static_cast<uint64_t>(it),
-                                        {mine.data(),
-                                         mine.size() * sizeof(int64_t)},
-                                        &SumContributions, &out, sizeof(out),
-                                        Deadline());
+          auto req = ranks[r]->Exchange(
+              {.tag = static_cast<uint64_t>(it),
+               .input = {mine.data(), mine.size() * sizeof(int64_t)},
+               .finish = &SumContributions,
+               .context = &out,
+               .context_bytes = sizeof(out),
+               .deadline = Deadline()});
           ASSERT_TRUE(req.ok()) << req.status();
           ASSERT_TRUE(req->Wait().ok());
           ASSERT_EQ(sum, expected) << "rank " << r << " exchange " << it;
@@ -278,10 +280,18 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
     int64_t s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
     int64_t v = 1;
-    auto r0 = ranks[0]->Exchange(1000, {&v, sizeof(v)}, &SumContributions, &o0,
-                                 sizeof(o0), Deadline());
-    auto r1 = ranks[1]->Exchange(1000, {&v, sizeof(v)}, &SumContributions, &o1,
-                                 sizeof(o1), Deadline());
+    auto r0 = ranks[0]->Exchange({.tag = 1000,
+                                  .input = {&v, sizeof(v)},
+                                  .finish = &SumContributions,
+                                  .context = &o0,
+                                  .context_bytes = sizeof(o0),
+                                  .deadline = Deadline()});
+    auto r1 = ranks[1]->Exchange({.tag = 1000,
+                                  .input = {&v, sizeof(v)},
+                                  .finish = &SumContributions,
+                                  .context = &o1,
+                                  .context_bytes = sizeof(o1),
+                                  .deadline = Deadline()});
     ASSERT_TRUE(r0.ok() && r1.ok());
     ranks[2]->Abort(absl::CancelledError("rank 2 gave up"));
     absl::Status st = r0->Wait(absl::Seconds(5));
@@ -305,15 +315,23 @@ TEST(UcxTransportExchangeTest, ExchangesCompleteWithoutAnyoneWaiting) {
     int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
     std::promise<absl::Status> done0, done1;
-    auto r0 = ranks[0]->Exchange(round, {&v0, sizeof(v0)}, &SumContributions,
-                                 &o0, sizeof(o0), Deadline());
+    auto r0 = ranks[0]->Exchange({.tag = static_cast<uint64_t>(round),
+                                  .input = {&v0, sizeof(v0)},
+                                  .finish = &SumContributions,
+                                  .context = &o0,
+                                  .context_bytes = sizeof(o0),
+                                  .deadline = Deadline()});
     ASSERT_TRUE(r0.ok());
     r0->OnDone([&](absl::Status st) { done0.set_value(st); });
     // Rank 1 comes later, so rank 0's exchange is pending, not finished
     // inside Exchange.
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    auto r1 = ranks[1]->Exchange(round, {&v1, sizeof(v1)}, &SumContributions,
-                                 &o1, sizeof(o1), Deadline());
+    auto r1 = ranks[1]->Exchange({.tag = static_cast<uint64_t>(round),
+                                  .input = {&v1, sizeof(v1)},
+                                  .finish = &SumContributions,
+                                  .context = &o1,
+                                  .context_bytes = sizeof(o1),
+                                  .deadline = Deadline()});
     ASSERT_TRUE(r1.ok());
     r1->OnDone([&](absl::Status st) { done1.set_value(st); });
     auto f0 = done0.get_future(), f1 = done1.get_future();
@@ -344,16 +362,24 @@ TEST(UcxTransportExchangeTest, ExchangeCompletesAfterItsWaiterGaveUp) {
   for (int round = 0; round < 3; ++round) {
     int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
-    auto r0 = ranks[0]->Exchange(round, {&v0, sizeof(v0)}, &SumContributions,
-                                 &o0, sizeof(o0), Deadline());
+    auto r0 = ranks[0]->Exchange({.tag = static_cast<uint64_t>(round),
+                                  .input = {&v0, sizeof(v0)},
+                                  .finish = &SumContributions,
+                                  .context = &o0,
+                                  .context_bytes = sizeof(o0),
+                                  .deadline = Deadline()});
     ASSERT_TRUE(r0.ok());
     // Long enough to stop polling and sleep on the exchange.
     EXPECT_EQ(r0->Wait(absl::Milliseconds(50)).code(),
               absl::StatusCode::kDeadlineExceeded);
     std::promise<absl::Status> done0;
     r0->OnDone([&](absl::Status st) { done0.set_value(st); });
-    auto r1 = ranks[1]->Exchange(round, {&v1, sizeof(v1)}, &SumContributions,
-                                 &o1, sizeof(o1), Deadline());
+    auto r1 = ranks[1]->Exchange({.tag = static_cast<uint64_t>(round),
+                                  .input = {&v1, sizeof(v1)},
+                                  .finish = &SumContributions,
+                                  .context = &o1,
+                                  .context_bytes = sizeof(o1),
+                                  .deadline = Deadline()});
     ASSERT_TRUE(r1.ok());
     ASSERT_TRUE(r1->Wait().ok());
     auto f0 = done0.get_future();
@@ -379,8 +405,12 @@ TEST(UcxTransportExchangeTest, NoExchangeWhenUcxTlsExcludesSharedMemory) {
     int64_t v = 1, sum = 0;
     int64_t* out = &sum;
     EXPECT_EQ(ranks[0]
-                  ->Exchange(1, {&v, sizeof(v)}, &SumContributions, &out,
-                             sizeof(out), Deadline())
+                  ->Exchange({.tag = 1,
+                              .input = {&v, sizeof(v)},
+                              .finish = &SumContributions,
+                              .context = &out,
+                              .context_bytes = sizeof(out),
+                              .deadline = Deadline()})
                   .status()
                   .code(),
               absl::StatusCode::kUnimplemented);
