@@ -1,0 +1,146 @@
+// bench/slot_layouts: the floor under the shm algorithm's small exchanges,
+// and whether a stamp in every cache line would lower it. Two threads pinned
+// to two cores exchange B bytes per round through double-buffered slots, as
+// runtime/slot_exchange.h does, spinning, with nothing else in the loop:
+//   header  one stamp in the slot's first line, the data after it (relay's
+//           layout: a 24-byte header, so up to 40 B share the stamp's line);
+//           the reader sees the stamp, then asks for the data's lines;
+//   lines   a stamp at the end of every line, 56 B of data in each (the
+//           idea of NCCL's LL protocols): the reader polls every line's
+//           stamp at once, so the lines travel together.
+// Prints ns per exchange for each layout and size, alternating the layouts
+// round by round (the build VMs change speed between minutes).
+//
+//   bazel run -c opt //bench:slot_layouts -- [ROUNDS] [EXCHANGES]
+//
+// On the 2-core build VM (2026-11-27, bench/results/2026-11-27-small-call-
+// copies.md) the stamp-per-line layout lost at every size past one line:
+// the reader's polls of every line pull them back from the writer while it
+// fills them.
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace {
+
+constexpr size_t kLine = 64;
+constexpr size_t kHeaderBytes = 24;  // As SlotExchange's SlotHeader.
+constexpr size_t kLineData = kLine - sizeof(uint64_t);
+constexpr size_t kMaxBytes = 1024;
+constexpr size_t kSlotBytes = 2 * kMaxBytes;  // Room for either layout.
+
+enum class Layout { kHeader, kLines };
+
+struct alignas(kLine) Slot {
+  unsigned char bytes[kSlotBytes];
+};
+Slot slots[2][2];  // [rank][parity]
+
+std::atomic<uint64_t>& StampAt(Slot& slot, size_t offset) {
+  return *reinterpret_cast<std::atomic<uint64_t>*>(slot.bytes + offset);
+}
+
+void Pin(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+// Rank `rank`'s side of `exchanges` exchanges of `bytes` bytes; ns each.
+double Exchanges(int rank, Layout layout, size_t bytes, uint64_t first,
+                 int exchanges) {
+  Pin(rank);
+  unsigned char src[kMaxBytes], dst[kMaxBytes];
+  for (size_t i = 0; i < kMaxBytes; ++i) {
+    src[i] = static_cast<unsigned char>(i * 7 + rank);
+  }
+  const size_t lines = (bytes + kLineData - 1) / kLineData;
+  unsigned sum = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (uint64_t k = first; k < first + static_cast<uint64_t>(exchanges); ++k) {
+    Slot& mine = slots[rank][k & 1];
+    Slot& peer = slots[1 - rank][k & 1];
+    if (layout == Layout::kHeader) {
+      std::memcpy(mine.bytes + kHeaderBytes, src, bytes);
+      StampAt(mine, 0).store(k, std::memory_order_release);
+      while (StampAt(peer, 0).load(std::memory_order_acquire) != k) {
+      }
+      std::memcpy(dst, peer.bytes + kHeaderBytes, bytes);
+    } else {
+      for (size_t l = 0; l < lines; ++l) {
+        const size_t n = std::min(kLineData, bytes - l * kLineData);
+        std::memcpy(mine.bytes + l * kLine, src + l * kLineData, n);
+        StampAt(mine, l * kLine + kLineData).store(k,
+                                                    std::memory_order_release);
+      }
+      for (bool all = false; !all;) {
+        all = true;
+        for (size_t l = 0; l < lines; ++l) {
+          all &= StampAt(peer, l * kLine + kLineData)
+                     .load(std::memory_order_acquire) == k;
+        }
+      }
+      for (size_t l = 0; l < lines; ++l) {
+        const size_t n = std::min(kLineData, bytes - l * kLineData);
+        std::memcpy(dst + l * kLineData, peer.bytes + l * kLine, n);
+      }
+    }
+    sum += dst[bytes - 1];
+  }
+  const double ns = std::chrono::duration<double, std::nano>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  if (sum == 1) std::printf(" ");  // Keeps the reads.
+  return ns / exchanges;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
+  const int exchanges = argc > 2 ? std::atoi(argv[2]) : 500000;
+  if (rounds < 1 || rounds > 64 || exchanges < 1) {
+    std::fprintf(stderr,
+                 "usage: slot_layouts [ROUNDS (1-64)] [EXCHANGES (>= 1)]\n");
+    return 2;
+  }
+  const size_t sizes[] = {8, 40, 48, 64, 256, 1024};
+  std::printf("# ns per exchange between two pinned threads (round by round)\n");
+  std::printf("# %6s %8s", "bytes", "layout");
+  for (int r = 0; r < rounds; ++r) std::printf(" %8s%d", "round", r + 1);
+  std::printf("\n");
+  // Stamps only grow: each run starts past every earlier one, on slots
+  // cleared of the other layout's stamps.
+  uint64_t next = 1;
+  for (size_t bytes : sizes) {
+    double ns[2][64] = {};
+    for (int r = 0; r < rounds; ++r) {
+      for (Layout layout : {Layout::kHeader, Layout::kLines}) {
+        std::memset(slots, 0, sizeof(slots));
+        double other = 0;
+        std::thread peer([&] {
+          other = Exchanges(1, layout, bytes, next, exchanges);
+        });
+        const double here = Exchanges(0, layout, bytes, next, exchanges);
+        peer.join();
+        next += static_cast<uint64_t>(exchanges);
+        ns[layout == Layout::kLines][r] = std::max(here, other);
+      }
+    }
+    for (int l = 0; l < 2; ++l) {
+      std::printf("  %6zu %8s", bytes, l == 0 ? "header" : "lines");
+      for (int r = 0; r < rounds; ++r) std::printf(" %9.1f", ns[l][r]);
+      std::printf("\n");
+    }
+  }
+  return 0;
+}
