@@ -1,22 +1,31 @@
 // bench/slot_layouts: the floor under the shm algorithm's small exchanges,
-// and whether a stamp in every cache line would lower it. Two threads pinned
-// to two cores exchange B bytes per round through double-buffered slots, as
-// runtime/slot_exchange.h does, spinning, with nothing else in the loop:
-//   header  one stamp in the slot's first line, the data after it (relay's
-//           layout: a 24-byte header, so up to 40 B share the stamp's line);
-//           the reader sees the stamp, then asks for the data's lines;
-//   lines   a stamp at the end of every line, 56 B of data in each (the
-//           idea of NCCL's LL protocols): the reader polls every line's
-//           stamp at once, so the lines travel together.
-// Prints ns per exchange for each layout and size, alternating the layouts
+// and how a slot's layout and its reader change it. Two threads pinned to
+// two cores exchange B bytes per round through double-buffered slots, as
+// runtime/slot_exchange.h does, spinning, with nothing else in the loop.
+// The modes (rows):
+//   header       one stamp in the slot's first line, the data after it
+//                (relay's layout: a 24-byte header, so up to 40 B share the
+//                stamp's line); the reader sees the stamp, then copies the
+//                peer's data out;
+//   lines        a stamp at the end of every line, 56 B of data in each
+//                (the idea of NCCL's LL protocols): the reader polls every
+//                line's stamp at once, so the lines travel together;
+//   reduce-slot  header, and the reader sums the two slots into its output
+//                with relay's float32 kernel (collectives/reduce.h), its
+//                own contribution read back from its own slot;
+//   reduce-send  the same, its own contribution read from the buffer it
+//                copied into its slot (collectives/shm.cc, OwnFromSend).
+// Prints ns per exchange for each mode and size, alternating the modes
 // round by round (the build VMs change speed between minutes).
 //
 //   bazel run -c opt //bench:slot_layouts -- [ROUNDS] [EXCHANGES]
 //
 // On the 2-core build VM (2026-11-27, bench/results/2026-11-27-small-call-
-// copies.md) the stamp-per-line layout lost at every size past one line:
-// the reader's polls of every line pull them back from the writer while it
-// fills them.
+// copies.md) the stamp-per-line layout lost at every size past one line
+// (the reader's polls of every line pull them back from the writer while
+// it fills them), and reduce-slot cost more than reduce-send from 64 B on
+// (a rank's own slot lines are still on their way back from the peer that
+// read them, and reading them waits for the copy's stores).
 #include <pthread.h>
 #include <sched.h>
 
@@ -29,6 +38,9 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/reduce.h"
+#include "runtime/data_type.h"
+
 namespace {
 
 constexpr size_t kLine = 64;
@@ -37,7 +49,11 @@ constexpr size_t kLineData = kLine - sizeof(uint64_t);
 constexpr size_t kMaxBytes = 1024;
 constexpr size_t kSlotBytes = 2 * kMaxBytes;  // Room for either layout.
 
-enum class Layout { kHeader, kLines };
+enum class Mode { kHeader, kLines, kReduceSlot, kReduceSend };
+constexpr Mode kModes[] = {Mode::kHeader, Mode::kLines, Mode::kReduceSlot,
+                           Mode::kReduceSend};
+constexpr const char* kModeNames[] = {"header", "lines", "reduce-slot",
+                                      "reduce-send"};
 
 struct alignas(kLine) Slot {
   unsigned char bytes[kSlotBytes];
@@ -56,25 +72,38 @@ void Pin(int core) {
 }
 
 // Rank `rank`'s side of `exchanges` exchanges of `bytes` bytes; ns each.
-double Exchanges(int rank, Layout layout, size_t bytes, uint64_t first,
+double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
                  int exchanges) {
   Pin(rank);
-  unsigned char src[kMaxBytes], dst[kMaxBytes];
-  for (size_t i = 0; i < kMaxBytes; ++i) {
-    src[i] = static_cast<unsigned char>(i * 7 + rank);
+  const relay::ReduceKernel sum =
+      relay::GetReduceFn(relay::DataType::kFloat32, relay::ReduceOp::kSum);
+  alignas(kLine) unsigned char src[kMaxBytes];
+  alignas(kLine) unsigned char dst[kMaxBytes];
+  for (size_t i = 0; i < kMaxBytes; i += sizeof(float)) {
+    const float v = static_cast<float>(i + rank);
+    std::memcpy(src + i, &v, sizeof(v));
   }
   const size_t lines = (bytes + kLineData - 1) / kLineData;
-  unsigned sum = 0;
+  unsigned seen = 0;
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t k = first; k < first + static_cast<uint64_t>(exchanges); ++k) {
     Slot& mine = slots[rank][k & 1];
     Slot& peer = slots[1 - rank][k & 1];
-    if (layout == Layout::kHeader) {
+    if (mode != Mode::kLines) {
       std::memcpy(mine.bytes + kHeaderBytes, src, bytes);
       StampAt(mine, 0).store(k, std::memory_order_release);
       while (StampAt(peer, 0).load(std::memory_order_acquire) != k) {
       }
-      std::memcpy(dst, peer.bytes + kHeaderBytes, bytes);
+      const unsigned char* theirs = peer.bytes + kHeaderBytes;
+      const unsigned char* own =
+          mode == Mode::kReduceSend ? src : mine.bytes + kHeaderBytes;
+      if (mode == Mode::kHeader) {
+        std::memcpy(dst, theirs, bytes);
+      } else if (rank == 0) {  // In rank order, as relay reduces.
+        sum(own, theirs, dst, bytes / sizeof(float));
+      } else {
+        sum(theirs, own, dst, bytes / sizeof(float));
+      }
     } else {
       for (size_t l = 0; l < lines; ++l) {
         const size_t n = std::min(kLineData, bytes - l * kLineData);
@@ -94,12 +123,12 @@ double Exchanges(int rank, Layout layout, size_t bytes, uint64_t first,
         std::memcpy(dst + l * kLineData, peer.bytes + l * kLine, n);
       }
     }
-    sum += dst[bytes - 1];
+    seen += dst[bytes - 1];
   }
   const double ns = std::chrono::duration<double, std::nano>(
                         std::chrono::steady_clock::now() - start)
                         .count();
-  if (sum == 1) std::printf(" ");  // Keeps the reads.
+  if (seen == 1) std::printf(" ");  // Keeps the reads.
   return ns / exchanges;
 }
 
@@ -115,29 +144,29 @@ int main(int argc, char** argv) {
   }
   const size_t sizes[] = {8, 40, 48, 64, 256, 1024};
   std::printf("# ns per exchange between two pinned threads (round by round)\n");
-  std::printf("# %6s %8s", "bytes", "layout");
+  std::printf("# %6s %11s", "bytes", "mode");
   for (int r = 0; r < rounds; ++r) std::printf(" %8s%d", "round", r + 1);
   std::printf("\n");
   // Stamps only grow: each run starts past every earlier one, on slots
   // cleared of the other layout's stamps.
   uint64_t next = 1;
   for (size_t bytes : sizes) {
-    double ns[2][64] = {};
+    double ns[4][64] = {};
     for (int r = 0; r < rounds; ++r) {
-      for (Layout layout : {Layout::kHeader, Layout::kLines}) {
+      for (Mode mode : kModes) {
         std::memset(slots, 0, sizeof(slots));
         double other = 0;
         std::thread peer([&] {
-          other = Exchanges(1, layout, bytes, next, exchanges);
+          other = Exchanges(1, mode, bytes, next, exchanges);
         });
-        const double here = Exchanges(0, layout, bytes, next, exchanges);
+        const double here = Exchanges(0, mode, bytes, next, exchanges);
         peer.join();
         next += static_cast<uint64_t>(exchanges);
-        ns[layout == Layout::kLines][r] = std::max(here, other);
+        ns[static_cast<int>(mode)][r] = std::max(here, other);
       }
     }
-    for (int l = 0; l < 2; ++l) {
-      std::printf("  %6zu %8s", bytes, l == 0 ? "header" : "lines");
+    for (int l = 0; l < 4; ++l) {
+      std::printf("  %6zu %11s", bytes, kModeNames[l]);
       for (int r = 0; r < rounds; ++r) std::printf(" %9.1f", ns[l][r]);
       std::printf("\n");
     }
