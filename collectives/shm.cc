@@ -91,13 +91,17 @@ void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
   }
 }
 
-// The contributions a reduction reads: every peer's from its slot, this
-// rank's own from its send buffer, the same bytes it copied into its slot
-// a moment before. Its slot's lines were last read by the peers, so the
-// copy's stores wait for the lines to come back, and a read of them waits
-// for the stores: a transfer between cores more on every call. Read from
-// the send buffer, a 2-rank reduction of 256 B between pinned threads took
-// 0.6x the time (bench/slot_layouts, the `reduce` rows).
+// The contributions as a finish reads them: every peer's from its slot,
+// this rank's own from its send buffer, the same bytes it copied into its
+// slot a moment before. Its slot's lines were last read by the peers, so
+// the copy's stores wait for the lines to come back, and a read of them
+// waits for the stores: a transfer between cores more on every call. Read
+// from the send buffer, a 2-rank reduction between pinned threads took
+// 0.56x the time at 256 B and 0.61x at 1 KB (bench/slot_layouts, the
+// `reduce` rows; bench/results/2026-11-27-own-contribution-from-send.md).
+// ValidateCollective lets the send buffer share memory with the receive
+// buffer only as the very same elements (in place), which the reductions
+// handle (ReduceInto) and the copies skip (CopyBlock).
 absl::InlinedVector<Contribution, 16> OwnFromSend(
     absl::Span<const Contribution> all, const ShmCall& c) {
   absl::InlinedVector<Contribution, 16> read(all.begin(), all.end());
@@ -105,45 +109,49 @@ absl::InlinedVector<Contribution, 16> OwnFromSend(
   return read;
 }
 
+// A block into place, unless it is there already (in place).
+void CopyBlock(char* to, const char* from, size_t bytes) {
+  if (to != from) std::memcpy(to, from, bytes);
+}
+
 void Finish(absl::Span<const Contribution> all, const void* context) {
   const ShmCall& c = *static_cast<const ShmCall*>(context);
-  const size_t n = all.size();
+  if (c.kind == CollectiveKind::kBarrier) return;
+  const absl::InlinedVector<Contribution, 16> read = OwnFromSend(all, c);
+  const size_t n = read.size();
   const size_t block = c.count * DataTypeSize(c.dtype);
   const size_t mine = static_cast<size_t>(c.rank);
+  const size_t root = static_cast<size_t>(c.root);
   char* recv = static_cast<char*>(c.recv);
   switch (c.kind) {
     case CollectiveKind::kBarrier:
       return;
     case CollectiveKind::kAllReduce:
-      ReduceInto(OwnFromSend(all, c), c.op, c.dtype, 0, c.count, recv);
+      ReduceInto(read, c.op, c.dtype, 0, c.count, recv);
       return;
     case CollectiveKind::kReduce:
-      if (c.rank == c.root) {
-        ReduceInto(OwnFromSend(all, c), c.op, c.dtype, 0, c.count, recv);
-      }
+      if (c.rank == c.root) ReduceInto(read, c.op, c.dtype, 0, c.count, recv);
       return;
     case CollectiveKind::kReduceScatter:
-      ReduceInto(OwnFromSend(all, c), c.op, c.dtype, mine * c.count, c.count,
-                 recv);
+      ReduceInto(read, c.op, c.dtype, mine * c.count, c.count, recv);
       return;
     case CollectiveKind::kBroadcast:
-      std::memcpy(recv, all[static_cast<size_t>(c.root)].data, block);
+      CopyBlock(recv, At(read[root].data, 0), block);
       return;
     case CollectiveKind::kScatter:
-      std::memcpy(recv, At(all[static_cast<size_t>(c.root)].data, mine * block),
-                  block);
+      CopyBlock(recv, At(read[root].data, mine * block), block);
       return;
     case CollectiveKind::kGather:
       if (c.rank != c.root) return;
       [[fallthrough]];
     case CollectiveKind::kAllGather:
       for (size_t i = 0; i < n; ++i) {
-        std::memcpy(recv + i * block, all[i].data, block);
+        CopyBlock(recv + i * block, At(read[i].data, 0), block);
       }
       return;
     case CollectiveKind::kAllToAll:
       for (size_t i = 0; i < n; ++i) {
-        std::memcpy(recv + i * block, At(all[i].data, mine * block), block);
+        CopyBlock(recv + i * block, At(read[i].data, mine * block), block);
       }
       return;
   }
