@@ -12,8 +12,12 @@ Anchor anchor;
 namespace {
 
 #if defined(__x86_64__)
-// The rate is measured over at least this long the first time...
+// The rate is measured over at least this long the first time, then
+// refined over this long (the calibration's reading errors, spread over
+// 10 ms, would otherwise move FastNow off the system clock by a hundred
+// times as much as over 1 s), ...
 constexpr int64_t kCalibrationNanos = 10'000'000;
+constexpr uint64_t kRefineNanos = 100'000'000;
 // ... and the anchor re-taken about this often after that.
 constexpr uint64_t kRenewNanos = 1'000'000'000;
 
@@ -58,23 +62,33 @@ struct Reading {
   uint64_t tsc;
   int64_t unix_ns;
 };
-// A thread preempted between the two counter reads would pair the clock
-// with the wrong count; such a reading (more than about 20 us between
-// them) is taken again, a few times at most.
+// The reading whose two counter reads lie closest together, of a few: the
+// clock's time lies between them, so the pairing is off by at most half
+// their distance. A thread preempted between them (or slowed by a
+// sanitizer's interception of the clock) gives one far apart. This used to
+// take the first reading within 65,536 ticks (about 20 us), an error of up
+// to 10 us a reading, which a 10 ms calibration turns into a rate off by
+// up to 0.2%: 50 us within 25 ms. A ThreadSanitizer CI run (2026-11-27)
+// found FastNow 50 us behind the system clock before the first re-anchor.
 Reading Read() {
-  constexpr uint64_t kMaxSpanTicks = uint64_t{1} << 16;
-  Reading reading{};
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  constexpr int kReadings = 5;
+  Reading best{};
+  uint64_t best_span = std::numeric_limits<uint64_t>::max();
+  for (int attempt = 0; attempt < kReadings; ++attempt) {
     const uint64_t before = __rdtsc();
     const int64_t ns = SystemNanos();
     const uint64_t after = __rdtsc();
-    reading = {before + (after - before) / 2, ns};
-    if (after - before < kMaxSpanTicks) break;
+    if (after - before < best_span) {
+      best_span = after - before;
+      best = {before + (after - before) / 2, ns};
+    }
   }
-  return reading;
+  return best;
 }
 
-void Publish(const Reading& at, uint64_t rate) {
+// `renew_ns`: how long this anchor serves before the next (with a rate).
+void Publish(const Reading& at, uint64_t rate,
+             uint64_t renew_ns = kRenewNanos) {
   const uint32_t sequence = anchor.sequence.load(std::memory_order_relaxed);
   anchor.sequence.store(sequence + 1, std::memory_order_relaxed);
   // Release stores: a reader that sees any new field sees the odd sequence
@@ -82,13 +96,12 @@ void Publish(const Reading& at, uint64_t rate) {
   anchor.tsc.store(at.tsc, std::memory_order_release);
   anchor.unix_ns.store(at.unix_ns, std::memory_order_release);
   anchor.rate.store(rate, std::memory_order_release);
-  const uint64_t renew_ticks =
-      rate == 0 ? 0 : (kRenewNanos << 32) / rate;  // 1 s, in ticks.
+  const uint64_t renew_ticks = rate == 0 ? 0 : (renew_ns << 32) / rate;
   anchor.renew_at.store(at.tsc + renew_ticks, std::memory_order_release);
   anchor.sequence.store(sequence + 2, std::memory_order_release);
   next_attempt_ns.store(
       at.unix_ns + (rate == 0 ? kCalibrationNanos
-                              : static_cast<int64_t>(kRenewNanos / 100 * 99)),
+                              : static_cast<int64_t>(renew_ns / 100 * 99)),
       std::memory_order_relaxed);
 }
 
@@ -132,7 +145,9 @@ void Reanchor() {
   if (!plausible) {
     Publish(now, 0);
   } else {
-    Publish(now, steady ? rate : last_rate);
+    // The first rate, from the calibration, serves until the refinement.
+    Publish(now, steady ? rate : last_rate,
+            last_rate == 0 ? kRefineNanos : kRenewNanos);
   }
 }
 #endif  // __x86_64__

@@ -13,7 +13,8 @@
 // `tsc`, which it chooses only when the counter is invariant and agrees
 // across CPUs), FastNow scales the counter from an anchor: a pair of
 // (counter, system clock) readings and the counter's rate between the last
-// two anchors. Anchors are re-taken about once a second, by whichever
+// two anchors. The first rate, measured over 10 ms, is refined 100 ms
+// later; after that anchors are re-taken about once a second, by whichever
 // thread finds the current one old, so the clock follows the system
 // clock's adjustments (NTP) within about 0.1 us a second; at a re-anchor it
 // may step by that much either way, as the system clock itself may. Each
