@@ -14,7 +14,8 @@
 //                with relay's float32 kernel (collectives/reduce.h), its
 //                own contribution read back from its own slot;
 //   reduce-send  the same, its own contribution read from the buffer it
-//                copied into its slot (collectives/shm.cc, OwnFromSend).
+//                copied into its slot (as SlotExchange hands a finish
+//                its own contribution, runtime/slot_exchange.h).
 // Prints ns per exchange for each mode and size, alternating the modes
 // round by round (the build VMs change speed between minutes).
 //

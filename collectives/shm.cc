@@ -22,7 +22,6 @@ struct ShmCall {
   DataType dtype;
   int root;
   int rank;
-  const void* send;  // What this rank put into its slot (OwnFromSend).
   void* recv;
   size_t count;  // Per rank, as in runtime/collective.h.
 };
@@ -91,34 +90,17 @@ void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
   }
 }
 
-// The contributions as a finish reads them: every peer's from its slot,
-// this rank's own from its send buffer, the same bytes it copied into its
-// slot a moment before. Its slot's lines were last read by the peers, so
-// the copy's stores wait for the lines to come back, and a read of them
-// waits for the stores: a transfer between cores more on every call. Read
-// from the send buffer, a 2-rank reduction between pinned threads took
-// 0.56x the time at 256 B and 0.61x at 1 KB (bench/slot_layouts, the
-// `reduce` rows; bench/results/2026-11-27-own-contribution-from-send.md).
-// ValidateCollective lets the send buffer share memory with the receive
-// buffer only as the very same elements (in place), which the reductions
-// handle (ReduceInto) and the copies skip (CopyBlock).
-absl::InlinedVector<Contribution, 16> OwnFromSend(
-    absl::Span<const Contribution> all, const ShmCall& c) {
-  absl::InlinedVector<Contribution, 16> read(all.begin(), all.end());
-  read[static_cast<size_t>(c.rank)].data = c.send;
-  return read;
-}
-
-// A block into place, unless it is there already (in place).
+// A block into place, unless it is there already: this rank's own
+// contribution comes from its send buffer (ExchangeFinishFn), which in
+// place is this block of the receive buffer (ValidateCollective allows no
+// other overlap).
 void CopyBlock(char* to, const char* from, size_t bytes) {
   if (to != from) std::memcpy(to, from, bytes);
 }
 
 void Finish(absl::Span<const Contribution> all, const void* context) {
   const ShmCall& c = *static_cast<const ShmCall*>(context);
-  if (c.kind == CollectiveKind::kBarrier) return;
-  const absl::InlinedVector<Contribution, 16> read = OwnFromSend(all, c);
-  const size_t n = read.size();
+  const size_t n = all.size();
   const size_t block = c.count * DataTypeSize(c.dtype);
   const size_t mine = static_cast<size_t>(c.rank);
   const size_t root = static_cast<size_t>(c.root);
@@ -127,31 +109,31 @@ void Finish(absl::Span<const Contribution> all, const void* context) {
     case CollectiveKind::kBarrier:
       return;
     case CollectiveKind::kAllReduce:
-      ReduceInto(read, c.op, c.dtype, 0, c.count, recv);
+      ReduceInto(all, c.op, c.dtype, 0, c.count, recv);
       return;
     case CollectiveKind::kReduce:
-      if (c.rank == c.root) ReduceInto(read, c.op, c.dtype, 0, c.count, recv);
+      if (c.rank == c.root) ReduceInto(all, c.op, c.dtype, 0, c.count, recv);
       return;
     case CollectiveKind::kReduceScatter:
-      ReduceInto(read, c.op, c.dtype, mine * c.count, c.count, recv);
+      ReduceInto(all, c.op, c.dtype, mine * c.count, c.count, recv);
       return;
     case CollectiveKind::kBroadcast:
-      CopyBlock(recv, At(read[root].data, 0), block);
+      CopyBlock(recv, At(all[root].data, 0), block);
       return;
     case CollectiveKind::kScatter:
-      CopyBlock(recv, At(read[root].data, mine * block), block);
+      CopyBlock(recv, At(all[root].data, mine * block), block);
       return;
     case CollectiveKind::kGather:
       if (c.rank != c.root) return;
       [[fallthrough]];
     case CollectiveKind::kAllGather:
       for (size_t i = 0; i < n; ++i) {
-        CopyBlock(recv + i * block, At(read[i].data, 0), block);
+        CopyBlock(recv + i * block, At(all[i].data, 0), block);
       }
       return;
     case CollectiveKind::kAllToAll:
       for (size_t i = 0; i < n; ++i) {
-        CopyBlock(recv + i * block, At(read[i].data, mine * block), block);
+        CopyBlock(recv + i * block, At(all[i].data, mine * block), block);
       }
       return;
   }
@@ -430,6 +412,17 @@ absl::Status TooLargeForSlots(const Transport& transport,
       "; this call's is ", largest, " (choose another algorithm)"));
 }
 
+// The one exchange of a call that fits the slots; `call` outlives it.
+ExchangeCall OneExchange(const CollectiveArgs& args, const ShmPlan& plan,
+                         const ShmCall& call) {
+  return {.tag = CollectiveTag(args.sequence, 0),
+          .input = {args.send.data, plan.bytes},
+          .finish = &Finish,
+          .context = &call,
+          .context_bytes = sizeof(call),
+          .deadline = args.deadline};
+}
+
 }  // namespace
 
 absl::StatusOr<Request> StartShm(Transport& transport,
@@ -444,14 +437,9 @@ absl::StatusOr<Request> StartShm(Transport& transport,
                                    caps.exchange_bytes);
   }
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
-  const ShmCall call{args.kind, args.op,        dtype,         args.root,
-                     rank,      args.send.data, args.recv.data, count};
-  return transport.Exchange({.tag = CollectiveTag(args.sequence, 0),
-                             .input = {args.send.data, plan.bytes},
-                             .finish = &Finish,
-                             .context = &call,
-                             .context_bytes = sizeof(call),
-                             .deadline = args.deadline});
+  const ShmCall call{args.kind, args.op,   dtype, args.root,
+                     rank,      args.recv.data, count};
+  return transport.Exchange(OneExchange(args, plan, call));
 }
 
 absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
@@ -467,14 +455,9 @@ absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
     return started->Wait();
   }
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
-  const ShmCall call{args.kind, args.op,        dtype,         args.root,
-                     rank,      args.send.data, args.recv.data, count};
-  return transport.RunExchange({.tag = CollectiveTag(args.sequence, 0),
-                                .input = {args.send.data, plan.bytes},
-                                .finish = &Finish,
-                                .context = &call,
-                                .context_bytes = sizeof(call),
-                                .deadline = args.deadline});
+  const ShmCall call{args.kind, args.op,   dtype, args.root,
+                     rank,      args.recv.data, count};
+  return transport.RunExchange(OneExchange(args, plan, call));
 }
 
 }  // namespace relay

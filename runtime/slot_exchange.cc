@@ -381,7 +381,7 @@ absl::Status SlotExchange::Run(const ExchangeCall& call) {
   absl::Status waited = AwaitRun(exchange, call.tag, call.deadline);
   const bool ready = waited.ok() && !FlagsOf(rank_)->aborted.load(
                                         std::memory_order_acquire);
-  if (ready) Finish(exchange, call.finish, call.context);
+  if (ready) Finish(exchange, call.input, call.finish, call.context);
   Completions done;
   {
     std::lock_guard<SpinLock> lock(mu_);
@@ -523,31 +523,34 @@ bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, int* first_missing,
   return true;
 }
 
-void SlotExchange::Finish(uint64_t exchange, ExchangeFinishFn finish,
-                          const void* context) const {
+void SlotExchange::Finish(uint64_t exchange, const ExchangeInput& own,
+                          ExchangeFinishFn finish, const void* context) const {
   absl::InlinedVector<Contribution, 16> all(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     SlotHeader* slot = SlotOf(r, exchange);
     all[static_cast<size_t>(r)] = {slot->data(),
                                    static_cast<size_t>(slot->bytes)};
-    if (r != rank_) {
-      // The peers' lines past the stamp's, all asked for at once, before
-      // the finish reads them one after another: each is a cross-core
-      // transfer (0.97x at 256 B and 0.93x at 1 KB, blocking, 2 loopback
-      // ranks; bench/results/2026-11-26-blocking-small.md). The first 16
-      // lines: past them the reads stream.
-      const char* data = slot->data();
-      const size_t bytes = std::min<size_t>(slot->bytes, 16 * kLine);
-      for (size_t at = kLine - sizeof(SlotHeader); at < bytes; at += kLine) {
-        __builtin_prefetch(data + at);
-      }
+    if (r == rank_) {
+      // Read where the rank copied it from (ExchangeFinishFn says why).
+      if (own.data != nullptr) all[static_cast<size_t>(r)].data = own.data;
+      continue;
+    }
+    // The peers' lines past the stamp's, all asked for at once, before the
+    // finish reads them one after another: each is a cross-core transfer
+    // (0.97x at 256 B and 0.93x at 1 KB, blocking, 2 loopback ranks;
+    // bench/results/2026-11-26-blocking-small.md). The first 16 lines: past
+    // them the reads stream.
+    const char* data = slot->data();
+    const size_t bytes = std::min<size_t>(slot->bytes, 16 * kLine);
+    for (size_t at = kLine - sizeof(SlotHeader); at < bytes; at += kLine) {
+      __builtin_prefetch(data + at);
     }
   }
   finish(absl::MakeConstSpan(all), context);
 }
 
 void SlotExchange::Finish(Op& op) {
-  Finish(op.exchange, op.finish, op.context);
+  Finish(op.exchange, op.input, op.finish, op.context);
 }
 
 void SlotExchange::FailLocked(absl::Status failure, Completions* done) {

@@ -80,8 +80,17 @@ struct Contribution {
 };
 
 // Runs once per exchange on each rank, with every rank's contribution in
-// rank order and the context the rank passed to Start (a copy). It must not
-// block; it may not start another exchange on the same SlotExchange.
+// rank order and the context the rank passed to Start (a copy). The peers'
+// contributions are in their slots; this rank's own is where its input's
+// `data` points, the bytes it copied into its slot (its slot only for an
+// input written by a fill function). Its slot's lines were last read by the
+// peers, so the copy's stores wait for them to come back, and reading the
+// slot would wait for the stores: one more transfer between cores on every
+// exchange (a 2-rank float sum of 256 B between pinned threads took 0.56x
+// the time read from the input, `bench/slot_layouts`). So a finish that
+// writes memory holding its own input sees that contribution change as it
+// writes. It must not block; it may not start another exchange on the
+// same SlotExchange.
 using ExchangeFinishFn = void (*)(absl::Span<const Contribution> all,
                                   const void* context);
 
@@ -290,9 +299,10 @@ class SlotExchange {
   bool Ready(uint64_t exchange, uint64_t tag, int* first_missing,
              absl::Status* failure) const;
   bool Ready(Op& op, absl::Status* failure) const;
-  // Runs `finish` on every rank's contribution to `exchange`.
-  void Finish(uint64_t exchange, ExchangeFinishFn finish,
-              const void* context) const;
+  // Runs `finish` on every rank's contribution to `exchange`, this rank's
+  // from `own` where it has data (ExchangeFinishFn says why).
+  void Finish(uint64_t exchange, const ExchangeInput& own,
+              ExchangeFinishFn finish, const void* context) const;
   void Finish(Op& op);
   // With mu_ held: the exchanges are out of step for good (`failure`):
   // marks this rank aborted for its peers and fails every queued exchange

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -348,10 +349,17 @@ TEST(SlotExchangeTest, DestroyingCancelsWhatIsQueued) {
   EXPECT_TRUE(absl::IsCancelled(r0->Wait()));
 }
 
-// Calls that Start and Run must refuse: `good` with one thing wrong each.
-// `big` holds more than a 64-byte slot, and more than the largest context.
-std::vector<ExchangeCall> BadCalls(const ExchangeCall& good, const char* big) {
+// Calls that Start and Run must refuse: a good one (summing into `*out`)
+// with one thing wrong each. `big` holds more than a 64-byte slot, and more
+// than the largest context.
+std::vector<ExchangeCall> BadCalls(const char* big, SumResult* const* out) {
   static_assert(SlotExchange::kMaxContextBytes < 256);
+  const ExchangeCall good{.tag = 1,
+                          .input = {big, 8},
+                          .finish = &SumAll,
+                          .context = out,
+                          .context_bytes = sizeof(*out),
+                          .deadline = absl::Now() + absl::Seconds(1)};
   std::vector<ExchangeCall> bad(6, good);
   bad[0].input = {big, 65};              // More than a slot holds.
   bad[1].input = {nullptr, 8};           // Bytes from nowhere.
@@ -368,13 +376,7 @@ TEST(SlotExchangeTest, RejectsBadInputBeforeWritingAnything) {
   auto ex = ExchangesOver(region, 2, 64);
   char big[256] = {};
   SumResult* out = nullptr;
-  const ExchangeCall good{.tag = 1,
-                          .input = {big, 8},
-                          .finish = &SumAll,
-                          .context = &out,
-                          .context_bytes = sizeof(out),
-                          .deadline = absl::Now() + absl::Seconds(1)};
-  for (const ExchangeCall& bad : BadCalls(good, big)) {
+  for (const ExchangeCall& bad : BadCalls(big, &out)) {
     EXPECT_TRUE(absl::IsInvalidArgument(ex[0]->Start(bad).status()));
   }
   // Nothing was queued: the exchanges are still in step.
@@ -394,6 +396,74 @@ absl::Status RunSum(SlotExchange& ex, uint64_t tag, int iteration,
                  .context = &out,
                  .context_bytes = sizeof(out),
                  .deadline = absl::Now() + timeout});
+}
+
+// Where a finish finds each contribution: the peers' in the region (their
+// slots), its own where its input's data is (ExchangeFinishFn), or in its
+// slot for an input a fill function wrote.
+struct Seen {
+  int rank = 0;
+  const void* own = nullptr;
+  const void* peer = nullptr;
+  int64_t peer_value = 0;
+};
+void RecordWhere(absl::Span<const Contribution> all, const void* context) {
+  Seen* seen = *static_cast<Seen* const*>(context);
+  const size_t mine = static_cast<size_t>(seen->rank);
+  seen->own = all[mine].data;
+  seen->peer = all[1 - mine].data;
+  std::memcpy(&seen->peer_value, all[1 - mine].data, sizeof(int64_t));
+}
+void FillRank(void* slot, size_t bytes, const void* context) {
+  const Seen* seen = *static_cast<Seen* const*>(context);
+  const int64_t value = 100 + seen->rank;
+  std::memcpy(slot, &value, std::min(bytes, sizeof(value)));
+}
+
+TEST(SlotExchangeTest, OwnContributionComesFromTheInputElseTheSlot) {
+  Region region(2, 64);
+  auto ex = ExchangesOver(region, 2, 64);
+  const auto in_region = [&](const void* p) {
+    return p >= region.data && p < region.data + region.bytes;
+  };
+  for (bool by_fill : {false, true}) {
+    SCOPED_TRACE(by_fill ? "fill" : "data");
+    Seen seen[2];
+    int64_t values[2] = {100, 101};
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        seen[r].rank = r;
+        Seen* context = &seen[r];
+        ExchangeCall call{.tag = 7,
+                          .input = {&values[r], sizeof(int64_t)},
+                          .finish = &RecordWhere,
+                          .context = &context,
+                          .context_bytes = sizeof(context),
+                          .deadline = absl::Now() + absl::Seconds(30)};
+        if (by_fill) call.input = {nullptr, sizeof(int64_t), &FillRank};
+        // Rank 0 blocks, rank 1 starts and waits: both paths finish.
+        if (r == 0) {
+          EXPECT_TRUE(ex[0]->Run(call).ok());
+        } else {
+          absl::StatusOr<Request> started = ex[1]->Start(call);
+          ASSERT_TRUE(started.ok());
+          EXPECT_TRUE(started->Wait().ok());
+        }
+      });
+    }
+    for (std::thread& t : ranks) t.join();
+    for (int r = 0; r < 2; ++r) {
+      SCOPED_TRACE(r);
+      if (by_fill) {
+        EXPECT_TRUE(in_region(seen[r].own));
+      } else {
+        EXPECT_EQ(seen[r].own, &values[r]);
+      }
+      EXPECT_TRUE(in_region(seen[r].peer));
+      EXPECT_EQ(seen[r].peer_value, 100 + (1 - r));
+    }
+  }
 }
 
 TEST(SlotExchangeRunTest, EveryRankSeesEveryContributionOfEachExchange) {
@@ -574,13 +644,7 @@ TEST(SlotExchangeRunTest, RejectsBadInputBeforeWritingAnything) {
   auto ex = ExchangesOver(region, 2, 64);
   char big[256] = {};
   SumResult* out = nullptr;
-  const ExchangeCall good{.tag = 1,
-                          .input = {big, 8},
-                          .finish = &SumAll,
-                          .context = &out,
-                          .context_bytes = sizeof(out),
-                          .deadline = absl::Now() + absl::Seconds(1)};
-  for (const ExchangeCall& bad : BadCalls(good, big)) {
+  for (const ExchangeCall& bad : BadCalls(big, &out)) {
     EXPECT_TRUE(absl::IsInvalidArgument(ex[0]->Run(bad)));
   }
   RunSums(ex, 10, 1);  // Still in step.

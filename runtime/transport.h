@@ -174,6 +174,7 @@ class Transport {
   // or written by a fill function; ranks may bring different sizes, none
   // more than exchange_bytes). Once every rank's contribution
   // is visible, `finish` runs on this rank with all of them in rank order
+  // (its own read from `input.data` where it has one: ExchangeFinishFn)
   // and a copy of `context` (at most SlotExchange::kMaxContextBytes), then
   // this rank's request completes, whatever the other ranks' requests are
   // doing: the transport keeps the contributions in its own memory, so a

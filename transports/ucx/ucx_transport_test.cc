@@ -234,6 +234,18 @@ void SumContributions(absl::Span<const Contribution> all, const void* context) {
   }
 }
 
+// An exchange of `count` int64s at `values` that SumContributions sums into
+// `**out` (the pointer `*out` is copied; `values` lives until it is done).
+ExchangeCall SumCall(uint64_t tag, const int64_t* values, size_t count,
+                     int64_t* const* out) {
+  return {.tag = tag,
+          .input = {values, count * sizeof(int64_t)},
+          .finish = &SumContributions,
+          .context = out,
+          .context_bytes = sizeof(*out),
+          .deadline = Deadline()};
+}
+
 // Ranks on one host whose UCX_TLS allows shared memory get the shared-memory
 // exchange (the shm algorithm's), and it carries every rank's contribution;
 // an abort reaches the peer through it.
@@ -262,13 +274,8 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
           for (int i = 0; i <= r; ++i) mine[i] = r * 1000 + it * 7 + i;
           int64_t sum = -1;
           int64_t* out = &sum;
-          auto req = ranks[r]->Exchange(
-              {.tag = static_cast<uint64_t>(it),
-               .input = {mine.data(), mine.size() * sizeof(int64_t)},
-               .finish = &SumContributions,
-               .context = &out,
-               .context_bytes = sizeof(out),
-               .deadline = Deadline()});
+          auto req = ranks[r]->Exchange(SumCall(
+              static_cast<uint64_t>(it), mine.data(), mine.size(), &out));
           ASSERT_TRUE(req.ok()) << req.status();
           ASSERT_TRUE(req->Wait().ok());
           ASSERT_EQ(sum, expected) << "rank " << r << " exchange " << it;
@@ -280,18 +287,8 @@ TEST(UcxTransportExchangeTest, RanksOnOneHostExchangeThroughSharedMemory) {
     int64_t s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
     int64_t v = 1;
-    auto r0 = ranks[0]->Exchange({.tag = 1000,
-                                  .input = {&v, sizeof(v)},
-                                  .finish = &SumContributions,
-                                  .context = &o0,
-                                  .context_bytes = sizeof(o0),
-                                  .deadline = Deadline()});
-    auto r1 = ranks[1]->Exchange({.tag = 1000,
-                                  .input = {&v, sizeof(v)},
-                                  .finish = &SumContributions,
-                                  .context = &o1,
-                                  .context_bytes = sizeof(o1),
-                                  .deadline = Deadline()});
+    auto r0 = ranks[0]->Exchange(SumCall(1000, &v, 1, &o0));
+    auto r1 = ranks[1]->Exchange(SumCall(1000, &v, 1, &o1));
     ASSERT_TRUE(r0.ok() && r1.ok());
     ranks[2]->Abort(absl::CancelledError("rank 2 gave up"));
     absl::Status st = r0->Wait(absl::Seconds(5));
@@ -315,23 +312,15 @@ TEST(UcxTransportExchangeTest, ExchangesCompleteWithoutAnyoneWaiting) {
     int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
     std::promise<absl::Status> done0, done1;
-    auto r0 = ranks[0]->Exchange({.tag = static_cast<uint64_t>(round),
-                                  .input = {&v0, sizeof(v0)},
-                                  .finish = &SumContributions,
-                                  .context = &o0,
-                                  .context_bytes = sizeof(o0),
-                                  .deadline = Deadline()});
+    auto r0 =
+        ranks[0]->Exchange(SumCall(static_cast<uint64_t>(round), &v0, 1, &o0));
     ASSERT_TRUE(r0.ok());
     r0->OnDone([&](absl::Status st) { done0.set_value(st); });
     // Rank 1 comes later, so rank 0's exchange is pending, not finished
     // inside Exchange.
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    auto r1 = ranks[1]->Exchange({.tag = static_cast<uint64_t>(round),
-                                  .input = {&v1, sizeof(v1)},
-                                  .finish = &SumContributions,
-                                  .context = &o1,
-                                  .context_bytes = sizeof(o1),
-                                  .deadline = Deadline()});
+    auto r1 =
+        ranks[1]->Exchange(SumCall(static_cast<uint64_t>(round), &v1, 1, &o1));
     ASSERT_TRUE(r1.ok());
     r1->OnDone([&](absl::Status st) { done1.set_value(st); });
     auto f0 = done0.get_future(), f1 = done1.get_future();
@@ -362,24 +351,16 @@ TEST(UcxTransportExchangeTest, ExchangeCompletesAfterItsWaiterGaveUp) {
   for (int round = 0; round < 3; ++round) {
     int64_t v0 = 5 + round, v1 = 7, s0 = 0, s1 = 0;
     int64_t *o0 = &s0, *o1 = &s1;
-    auto r0 = ranks[0]->Exchange({.tag = static_cast<uint64_t>(round),
-                                  .input = {&v0, sizeof(v0)},
-                                  .finish = &SumContributions,
-                                  .context = &o0,
-                                  .context_bytes = sizeof(o0),
-                                  .deadline = Deadline()});
+    auto r0 =
+        ranks[0]->Exchange(SumCall(static_cast<uint64_t>(round), &v0, 1, &o0));
     ASSERT_TRUE(r0.ok());
     // Long enough to stop polling and sleep on the exchange.
     EXPECT_EQ(r0->Wait(absl::Milliseconds(50)).code(),
               absl::StatusCode::kDeadlineExceeded);
     std::promise<absl::Status> done0;
     r0->OnDone([&](absl::Status st) { done0.set_value(st); });
-    auto r1 = ranks[1]->Exchange({.tag = static_cast<uint64_t>(round),
-                                  .input = {&v1, sizeof(v1)},
-                                  .finish = &SumContributions,
-                                  .context = &o1,
-                                  .context_bytes = sizeof(o1),
-                                  .deadline = Deadline()});
+    auto r1 =
+        ranks[1]->Exchange(SumCall(static_cast<uint64_t>(round), &v1, 1, &o1));
     ASSERT_TRUE(r1.ok());
     ASSERT_TRUE(r1->Wait().ok());
     auto f0 = done0.get_future();
@@ -404,15 +385,7 @@ TEST(UcxTransportExchangeTest, NoExchangeWhenUcxTlsExcludesSharedMemory) {
     EXPECT_EQ(ranks[0]->capabilities().exchange_bytes, 0u);
     int64_t v = 1, sum = 0;
     int64_t* out = &sum;
-    EXPECT_EQ(ranks[0]
-                  ->Exchange({.tag = 1,
-                              .input = {&v, sizeof(v)},
-                              .finish = &SumContributions,
-                              .context = &out,
-                              .context_bytes = sizeof(out),
-                              .deadline = Deadline()})
-                  .status()
-                  .code(),
+    EXPECT_EQ(ranks[0]->Exchange(SumCall(1, &v, 1, &out)).status().code(),
               absl::StatusCode::kUnimplemented);
   }
 }
