@@ -15,11 +15,18 @@
 //                own contribution read back from its own slot;
 //   reduce-send  the same, its own contribution read from the buffer it
 //                copied into its slot (as SlotExchange hands a finish
-//                its own contribution, runtime/slot_exchange.h).
+//                its own contribution, runtime/slot_exchange.h);
+//   reduce-claim reduce-send, and once the peer's stamp is seen the rank
+//                asks for its next slot's first line back, writable
+//                (PREFETCHW, as SlotExchange::ClaimSlot): the peer read it
+//                last, so the next write would wait for it.
+// WORK stands in for a call path: that many dependent steps of local
+// arithmetic (about a nanosecond each) after each exchange, before the
+// next slot is written (0, the default: the bare floor).
 // Prints ns per exchange for each mode and size, alternating the modes
 // round by round (the build VMs change speed between minutes).
 //
-//   bazel run -c opt //bench:slot_layouts -- [ROUNDS] [EXCHANGES]
+//   bazel run -c opt //bench:slot_layouts -- [ROUNDS] [EXCHANGES] [WORK]
 //
 // On the 2-core build VM (2026-11-27, bench/results/2026-11-27-small-call-
 // copies.md) the stamp-per-line layout lost at every size past one line
@@ -50,11 +57,12 @@ constexpr size_t kLineData = kLine - sizeof(uint64_t);
 constexpr size_t kMaxBytes = 1024;
 constexpr size_t kSlotBytes = 2 * kMaxBytes;  // Room for either layout.
 
-enum class Mode { kHeader, kLines, kReduceSlot, kReduceSend };
+enum class Mode { kHeader, kLines, kReduceSlot, kReduceSend, kReduceClaim };
 constexpr Mode kModes[] = {Mode::kHeader, Mode::kLines, Mode::kReduceSlot,
-                           Mode::kReduceSend};
+                           Mode::kReduceSend, Mode::kReduceClaim};
+constexpr int kModeCount = sizeof(kModes) / sizeof(kModes[0]);
 constexpr const char* kModeNames[] = {"header", "lines", "reduce-slot",
-                                      "reduce-send"};
+                                      "reduce-send", "reduce-claim"};
 
 struct alignas(kLine) Slot {
   unsigned char bytes[kSlotBytes];
@@ -74,7 +82,7 @@ void Pin(int core) {
 
 // Rank `rank`'s side of `exchanges` exchanges of `bytes` bytes; ns each.
 double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
-                 int exchanges) {
+                 int exchanges, int work) {
   Pin(rank);
   const relay::ReduceKernel sum =
       relay::GetReduceFn(relay::DataType::kFloat32, relay::ReduceOp::kSum);
@@ -86,6 +94,7 @@ double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
   }
   const size_t lines = (bytes + kLineData - 1) / kLineData;
   unsigned seen = 0;
+  uint64_t chain = static_cast<uint64_t>(rank) + 1;
   const auto start = std::chrono::steady_clock::now();
   for (uint64_t k = first; k < first + static_cast<uint64_t>(exchanges); ++k) {
     Slot& mine = slots[rank][k & 1];
@@ -95,9 +104,13 @@ double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
       StampAt(mine, 0).store(k, std::memory_order_release);
       while (StampAt(peer, 0).load(std::memory_order_acquire) != k) {
       }
+      if (mode == Mode::kReduceClaim) {
+        const Slot& next = slots[rank][(k + 1) & 1];
+        asm volatile("prefetchw %0" : : "m"(next.bytes[0]));
+      }
       const unsigned char* theirs = peer.bytes + kHeaderBytes;
       const unsigned char* own =
-          mode == Mode::kReduceSend ? src : mine.bytes + kHeaderBytes;
+          mode == Mode::kReduceSlot ? mine.bytes + kHeaderBytes : src;
       if (mode == Mode::kHeader) {
         std::memcpy(dst, theirs, bytes);
       } else if (rank == 0) {  // In rank order, as relay reduces.
@@ -125,11 +138,15 @@ double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
       }
     }
     seen += dst[bytes - 1];
+    for (int w = 0; w < work; ++w) {
+      chain = chain * 6364136223846793005u + 1442695040888963407u;
+      asm volatile("" : "+r"(chain));
+    }
   }
   const double ns = std::chrono::duration<double, std::nano>(
                         std::chrono::steady_clock::now() - start)
                         .count();
-  if (seen == 1) std::printf(" ");  // Keeps the reads.
+  if (seen == 1 || chain == 1) std::printf(" ");  // Keeps the reads.
   return ns / exchanges;
 }
 
@@ -138,13 +155,16 @@ double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 3;
   const int exchanges = argc > 2 ? std::atoi(argv[2]) : 500000;
-  if (rounds < 1 || rounds > 64 || exchanges < 1) {
+  const int work = argc > 3 ? std::atoi(argv[3]) : 0;
+  if (rounds < 1 || rounds > 64 || exchanges < 1 || work < 0) {
     std::fprintf(stderr,
-                 "usage: slot_layouts [ROUNDS (1-64)] [EXCHANGES (>= 1)]\n");
+                 "usage: slot_layouts [ROUNDS (1-64)] [EXCHANGES (>= 1)] "
+                 "[WORK (>= 0)]\n");
     return 2;
   }
   const size_t sizes[] = {8, 40, 48, 64, 256, 1024};
-  std::printf("# ns per exchange between two pinned threads (round by round)\n");
+  std::printf("# ns per exchange between two pinned threads (round by "
+              "round), %d steps of work between exchanges\n", work);
   std::printf("# %6s %11s", "bytes", "mode");
   for (int r = 0; r < rounds; ++r) std::printf(" %8s%d", "round", r + 1);
   std::printf("\n");
@@ -152,21 +172,21 @@ int main(int argc, char** argv) {
   // cleared of the other layout's stamps.
   uint64_t next = 1;
   for (size_t bytes : sizes) {
-    double ns[4][64] = {};
+    double ns[kModeCount][64] = {};
     for (int r = 0; r < rounds; ++r) {
       for (Mode mode : kModes) {
         std::memset(slots, 0, sizeof(slots));
         double other = 0;
         std::thread peer([&] {
-          other = Exchanges(1, mode, bytes, next, exchanges);
+          other = Exchanges(1, mode, bytes, next, exchanges, work);
         });
-        const double here = Exchanges(0, mode, bytes, next, exchanges);
+        const double here = Exchanges(0, mode, bytes, next, exchanges, work);
         peer.join();
         next += static_cast<uint64_t>(exchanges);
         ns[static_cast<int>(mode)][r] = std::max(here, other);
       }
     }
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < kModeCount; ++l) {
       std::printf("  %6zu %11s", bytes, kModeNames[l]);
       for (int r = 0; r < rounds; ++r) std::printf(" %9.1f", ns[l][r]);
       std::printf("\n");
