@@ -33,7 +33,9 @@
 // (the reader's polls of every line pull them back from the writer while
 // it fills them), and reduce-slot cost more than reduce-send from 64 B on
 // (a rank's own slot lines are still on their way back from the peer that
-// read them, and reading them waits for the copy's stores).
+// read them, and reading them waits for the copy's stores). reduce-claim
+// tied at 8 B and lost from 40 B on with WORK 150
+// (bench/results/2026-11-27-session8-small-experiments.md).
 #include <pthread.h>
 #include <sched.h>
 
