@@ -62,8 +62,8 @@ class ScheduleEngine final : public CollectiveEngine {
                    const TransportCapabilities& caps,
                    const CollectiveArgs& args) const override;
 
-  // The algorithm `args` would run with on a group of `size` (benchmarks
-  // print it).
+  // The algorithm `args` would run with on a group of `size`; a group of
+  // one left to relay's choice on host memory copies instead (RunsAlone).
   Algorithm Resolve(const CollectiveArgs& args, int size,
                     const TransportCapabilities& caps) const;
 
@@ -81,6 +81,12 @@ class ScheduleEngine final : public CollectiveEngine {
       const TransportCapabilities& caps, const TransportCapabilities& usable,
       const CollectiveArgs& args, Algorithm algorithm, size_t count,
       bool on_device) const;
+  // Whether `args` on a group of `size` is left to relay's choice (no
+  // algorithm forced, none set for its kind in RELAY_ALGORITHM) on a group
+  // of one, on host memory run on the host: then every collective's result
+  // is this rank's own contribution, so the call is one copy from the send
+  // buffer to the receive buffer, or nothing in place (RunAlone).
+  bool RunsAlone(const CollectiveArgs& args, int size) const;
 
   absl::Status config_error_;
   AlgorithmOverrides overrides_;

@@ -364,7 +364,11 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
   // the communicator is aborted here, the one place for every layer below
   // (the engine, the transport's exchange), and the peers learn of it as
   // of any abort.
-  if (absl::IsDeadlineExceeded(status)) Abort(status).IgnoreError();
+  // ok() first: it is inline, IsDeadlineExceeded a call into Debian's
+  // shared Abseil (24 instructions of a blocking call's 870 on one rank).
+  if (!status.ok() && absl::IsDeadlineExceeded(status)) {
+    Abort(status).IgnoreError();
+  }
   return status;
 }
 

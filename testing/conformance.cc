@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/selection.h"
@@ -272,7 +273,40 @@ std::vector<ConformanceCase> CasesForSizes(absl::Span<const int> sizes) {
     c.blocking = true;
     add(c);
   }
-  // 4. Large: over a million elements, pipelined into many segments (shm
+  // 4. A group of one under relay's choice, which runs every collective as
+  // a copy (collectives/engine.h, RunsAlone), started and blocking. A
+  // reduction of one contribution is that contribution for every dtype and
+  // op (avg included): all_reduce tries them all, the other reductions sum
+  // and avg on every dtype; a copy depends only on the element's size,
+  // which the other collectives try in each width.
+  for (CollectiveKind kind : AllCollectiveKinds()) {
+    std::vector<DataType> dtypes = {DataType::kInt8, DataType::kFloat16,
+                                    DataType::kFloat32, DataType::kFloat64};
+    std::vector<ReduceOp> ops = {ReduceOp::kSum};
+    if (kind == CollectiveKind::kAllReduce) {
+      dtypes = AllDataTypes();
+      ops = AllReduceOps();
+    } else if (IsReduction(kind)) {
+      dtypes = AllDataTypes();
+      ops = {ReduceOp::kSum, ReduceOp::kAvg};
+    } else if (kind == CollectiveKind::kBarrier) {
+      dtypes = {DataType::kFloat32};
+    }
+    const size_t count = kind == CollectiveKind::kBarrier ? 0 : 53;
+    for (DataType dtype : dtypes) {
+      for (ReduceOp op : ops) {
+        for (bool blocking : {false, true}) {
+          // Section 3 has the blocking barrier of one already.
+          if (blocking && kind == CollectiveKind::kBarrier) continue;
+          ConformanceCase c{kind, Algorithm::kAuto, 1, count, dtype, op, 0,
+                            false};
+          c.blocking = blocking;
+          add(c);
+        }
+      }
+    }
+  }
+  // 5. Large: over a million elements, pipelined into many segments (shm
   // for all_reduce only, whose pipeline runs any size: the other kinds'
   // one exchange must fit a transport's slots).
   for (CollectiveKind kind : AllCollectiveKinds()) {
