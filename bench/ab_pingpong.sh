@@ -9,9 +9,11 @@
 #
 # Usage: bench/ab_pingpong.sh [--rounds R] [--bytes B] [--iters I] [--pattern P]
 #                             [--switches] SPEC SPEC...
-#   SPEC            NAME=BIN[,VAR=VALUE...]: a pingpong build and the
-#                   environment to run it with (two processes under
-#                   tools/relayrun, UCX_TLS as set, else shm,self)
+#   SPEC            NAME=BIN[,VAR=VALUE...][,--FLAG[=VALUE]...]: a
+#                   pingpong build, the environment to run it with, and
+#                   flags of its own (two processes under tools/relayrun,
+#                   UCX_TLS as set, else shm,self), e.g.
+#                   sysv=bazel-bin/bench/pingpong,--memory=sysv
 #   --rounds R      alternating rounds (default 10)
 #   --bytes B       message size (default 32K)
 #   --iters I       round trips per run (default 40000; pingpong moves at
@@ -48,7 +50,7 @@ while (($#)); do
     -h|--help) usage; exit 0 ;;
     -*) echo "ab_pingpong.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
     *=*) specs+=("$1"); shift ;;
-    *) echo "ab_pingpong.sh: expected NAME=BIN[,VAR=VALUE...], got $1" >&2; exit 2 ;;
+    *) echo "ab_pingpong.sh: expected NAME=BIN[,VAR=VALUE...][,--FLAG[=VALUE]...], got $1" >&2; exit 2 ;;
   esac
 done
 ((${#specs[@]} >= 1)) || { usage >&2; exit 2; }
@@ -83,10 +85,17 @@ trap 'rm -f "$results"' EXIT
 for ((round = 1; round <= rounds; ++round)); do
   for spec in "${specs[@]}"; do
     name="${spec%%=*}" rest="${spec#*=}"
-    bin="${rest%%,*}" envs=()
-    [[ $rest == *,* ]] && IFS=',' read -r -a envs <<< "${rest#*,}"
+    bin="${rest%%,*}" items=() envs=() args=()
+    [[ $rest == *,* ]] && IFS=',' read -r -a items <<< "${rest#*,}"
+    for item in "${items[@]}"; do
+      if [[ $item == --* ]]; then
+        args+=("${item%%=*}"); [[ $item == *=* ]] && args+=("${item#*=}")
+      else
+        envs+=("$item")
+      fi
+    done
     run=(env "${envs[@]}" tools/relayrun -n 2 --no-prefix -- "$bin"
-         -b "$bytes" -e "$bytes" -n "$iters" "${pattern[@]}")
+         -b "$bytes" -e "$bytes" -n "$iters" "${pattern[@]}" "${args[@]}")
     if [[ $bin == perftest ]]; then
       out=""
       latency="$(for e in "${envs[@]}"; do export "$e"; done

@@ -15,8 +15,11 @@
 //   tools/relayrun -n 2 -- bazel-bin/bench/pingpong --takeover 8 -e 1M
 //
 // Exit status: 0 on success, 1 if an operation failed, 2 for bad flags.
+#include <sys/ipc.h>
+#include <sys/shm.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +69,13 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
                      long after its post each side's request completed,
                      i.e. how soon the transport's own progress moved it
   --poll-ms MS       --takeover's polling phase (default 20)
+  --memory M         the message buffers: heap (default; page-aligned
+                     heap memory, filled) or sysv (a System V shared-memory
+                     segment each, filled: what ucx_perftest gets from
+                     ucp_mem_map with Debian's UCX_ALLOC_PRIO, so a
+                     comparison with it can hold the kind of memory equal;
+                     a CMA rendezvous pins every page, and the kernel pins
+                     the two kinds at different costs)
   --transport NAME   registered transport (default loopback; under a
                      launcher RELAY_TRANSPORT, else ucx)
   -h, --help         this text
@@ -78,6 +88,7 @@ struct Flags {
   int takeover_trials = 0;  // --takeover; 0: the sweep.
   int poll_ms = 20;
   bool blocking = true;  // --pattern: blocking unless perftest.
+  bool sysv = false;     // --memory sysv.
   std::string transport = "loopback";
   bool transport_given = false;
 };
@@ -101,6 +112,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.poll_ms = p.Int(0);
     } else if (p.name() == "--pattern") {
       f.blocking = p.OneOf({"perftest", "blocking"}) == "blocking";
+    } else if (p.name() == "--memory") {
+      f.sysv = p.OneOf({"heap", "sysv"}) == "sysv";
     } else if (p.name() == "--transport") {
       f.transport = p.value();
       f.transport_given = true;
@@ -129,29 +142,51 @@ absl::Status Wait(absl::StatusOr<Request> r) {
 // (bench/results/2026-11-25-ucx-stand-aside/).
 class PageBuffer {
  public:
-  PageBuffer(size_t bytes, char fill) {
+  // `sysv`: in a System V shared-memory segment of its own (--memory sysv),
+  // marked for removal at once, so it goes when the process detaches it or
+  // exits.
+  PageBuffer(size_t bytes, char fill, bool sysv) : sysv_(sysv) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t rounded = std::max(page, (bytes + page - 1) / page * page);
-    data_.reset(static_cast<char*>(std::aligned_alloc(page, rounded)));
+    rounded_ = std::max(page, (bytes + page - 1) / page * page);
+    if (sysv_) {
+      const int id = shmget(IPC_PRIVATE, rounded_, IPC_CREAT | 0600);
+      void* at = id < 0 ? reinterpret_cast<void*>(-1) : shmat(id, nullptr, 0);
+      if (id >= 0) shmctl(id, IPC_RMID, nullptr);
+      data_ = at == reinterpret_cast<void*>(-1) ? nullptr
+                                                : static_cast<char*>(at);
+    } else {
+      data_ = static_cast<char*>(std::aligned_alloc(page, rounded_));
+    }
     if (data_ == nullptr) {
-      std::fprintf(stderr, "pingpong: cannot allocate %zu bytes\n", bytes);
+      std::fprintf(stderr, "pingpong: cannot allocate %zu bytes%s: %s\n",
+                   bytes, sysv_ ? " of System V shared memory" : "",
+                   std::strerror(errno));
       std::exit(1);
     }
-    std::memset(data_.get(), fill, rounded);
+    std::memset(data_, fill, rounded_);
   }
-  char* data() const { return data_.get(); }
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  ~PageBuffer() {
+    if (sysv_) {
+      shmdt(data_);
+    } else {
+      std::free(data_);
+    }
+  }
+  char* data() const { return data_; }
 
  private:
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  std::unique_ptr<char, Free> data_;
+  const bool sysv_;
+  size_t rounded_ = 0;
+  char* data_ = nullptr;
 };
 
 absl::Status RunRank(Communicator& comm, const Flags& f) {
   const int me = comm.rank(), peer = 1 - me;
   for (size_t bytes : bench::SizeSweep(f.min_bytes, f.max_bytes, f.factor)) {
-    const PageBuffer out(bytes, static_cast<char>(me)), in(bytes, 0);
+    const PageBuffer out(bytes, static_cast<char>(me), f.sysv),
+        in(bytes, 0, f.sysv);
     const ConstBuffer send{out.data(), bytes, DataType::kUint8, Device::Host()};
     const Buffer recv{in.data(), bytes, DataType::kUint8, Device::Host()};
     // Fewer round trips for large messages: about 1 GB moved per size.
@@ -195,7 +230,7 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
     // Bandwidth, one-way: every receive lands in the same buffer, as in
     // osu_bw and ucx_perftest tag_bw, so the figure is the transport's, not
     // the cache's.
-    const PageBuffer sink(bytes, 0);
+    const PageBuffer sink(bytes, 0, f.sysv);
     const Buffer sink_buf{sink.data(), bytes, DataType::kUint8, Device::Host()};
     char ack = 0;
     const Buffer ack_buf{&ack, 1, DataType::kUint8, Device::Host()};
@@ -256,7 +291,7 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
 absl::Status RunTakeover(Communicator& comm, const Flags& f) {
   const int me = comm.rank(), peer = 1 - me;
   const size_t bytes = f.max_bytes;
-  const PageBuffer message(bytes, static_cast<char>(me));
+  const PageBuffer message(bytes, static_cast<char>(me), f.sysv);
   char token = 1;
   const Buffer token_buf{&token, 1, DataType::kUint8, Device::Host()};
   double theirs_us = 0;

@@ -22,12 +22,18 @@ rows=$(awk '!/^#/ && NF == 3 && $2 > 0 && $3 >= 0' "$out" | wc -l)
 rows=$(awk '!/^#/ && NF == 3 && $2 > 0 && $3 >= 0' "$out" | wc -l)
 [[ $rows == 5 ]] || fail "expected 5 perftest-pattern rows, got $rows"
 
+# Buffers in System V shared-memory segments, as ucx_perftest's are.
+"$bin" -b 8 -e 32K -f 8 -n 50 -w 5 --pattern perftest --memory sysv >"$out" 2>&1 ||
+  fail "--memory sysv exited $?"
+rows=$(awk '!/^#/ && NF == 3 && $2 > 0 && $3 >= 0' "$out" | wc -l)
+[[ $rows == 5 ]] || fail "expected 5 rows with --memory sysv, got $rows"
+
 "$bin" --takeover 3 --poll-ms 2 -e 64K >"$out" 2>&1 || fail "--takeover exited $?"
 rows=$(awk '!/^#/ && NF == 3 && $2 > 0 && $3 > 0' "$out" | wc -l)
 [[ $rows == 3 ]] || fail "expected 3 takeover rows, got $rows"
 grep -q "65536 B message, 2 ms polling" "$out" || fail "takeover header"
 
-for bad in "--takeover 0" "--poll-ms -1" "--window 0" "--pattern osu" "--bogus" "-b 1M -e 1K"; do
+for bad in "--takeover 0" "--poll-ms -1" "--window 0" "--pattern osu" "--memory gpu" "--bogus" "-b 1M -e 1K"; do
   # shellcheck disable=SC2086
   "$bin" $bad >"$out" 2>&1
   status=$?
