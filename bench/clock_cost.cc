@@ -2,7 +2,8 @@
 // clocks relay reads on every collective (runtime/fast_clock.h FastNow,
 // the TSC scaled where the kernel keeps time with it, else the system
 // clock; Wait and the transports' polls use steady_clock) against the
-// CPU's time-stamp counter itself.
+// CPU's time-stamp counter itself; and, for the spin loops that read them,
+// what the `pause` between two polls costs.
 //
 // Prints nanoseconds per read, the best of 5 runs of 5 million reads each.
 // Usage: bazel run //bench:clock_cost
@@ -57,6 +58,12 @@ int Main() {
               }));
 #if defined(__x86_64__) || defined(__i386__)
   std::printf("%-28s %8.1f\n", "rdtsc", NsPerRead([] { return __rdtsc(); }));
+  // Not a clock: what each spin poll's CpuRelax (runtime/spin_lock.h) adds
+  // to a wait, so the delay before a poll sees its peer's write.
+  std::printf("%-28s %8.1f\n", "pause (CpuRelax)", NsPerRead([] {
+                __builtin_ia32_pause();
+                return uint64_t{1};
+              }));
 #endif
   return 0;
 }

@@ -147,15 +147,14 @@ class PageBuffer {
   // exits.
   PageBuffer(size_t bytes, char fill, bool sysv) : sysv_(sysv) {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    rounded_ = std::max(page, (bytes + page - 1) / page * page);
-    if (sysv_) {
-      const int id = shmget(IPC_PRIVATE, rounded_, IPC_CREAT | 0600);
-      void* at = id < 0 ? reinterpret_cast<void*>(-1) : shmat(id, nullptr, 0);
-      if (id >= 0) shmctl(id, IPC_RMID, nullptr);
-      data_ = at == reinterpret_cast<void*>(-1) ? nullptr
-                                                : static_cast<char*>(at);
-    } else {
-      data_ = static_cast<char*>(std::aligned_alloc(page, rounded_));
+    const size_t rounded = std::max(page, (bytes + page - 1) / page * page);
+    if (!sysv_) {
+      data_ = static_cast<char*>(std::aligned_alloc(page, rounded));
+    } else if (const int id = shmget(IPC_PRIVATE, rounded, IPC_CREAT | 0600);
+               id >= 0) {
+      void* at = shmat(id, nullptr, 0);
+      shmctl(id, IPC_RMID, nullptr);
+      if (at != reinterpret_cast<void*>(-1)) data_ = static_cast<char*>(at);
     }
     if (data_ == nullptr) {
       std::fprintf(stderr, "pingpong: cannot allocate %zu bytes%s: %s\n",
@@ -163,7 +162,7 @@ class PageBuffer {
                    std::strerror(errno));
       std::exit(1);
     }
-    std::memset(data_, fill, rounded_);
+    std::memset(data_, fill, rounded);
   }
   PageBuffer(const PageBuffer&) = delete;
   PageBuffer& operator=(const PageBuffer&) = delete;
@@ -178,7 +177,6 @@ class PageBuffer {
 
  private:
   const bool sysv_;
-  size_t rounded_ = 0;
   char* data_ = nullptr;
 };
 

@@ -108,7 +108,13 @@ double Exchanges(int rank, Mode mode, size_t bytes, uint64_t first,
       }
       if (mode == Mode::kReduceClaim) {
         const Slot& next = slots[rank][(k + 1) & 1];
+#if defined(__x86_64__)
+        // PREFETCHW itself: without -mprfchw GCC makes
+        // __builtin_prefetch(p, 1) a read prefetch.
         asm volatile("prefetchw %0" : : "m"(next.bytes[0]));
+#else
+        __builtin_prefetch(next.bytes, 1);
+#endif
       }
       const unsigned char* theirs = peer.bytes + kHeaderBytes;
       const unsigned char* own =

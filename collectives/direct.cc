@@ -30,10 +30,6 @@ char* At(const void* base, size_t elements, size_t element_size) {
          elements * element_size;
 }
 
-void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
-  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
-}
-
 // acc = reduce over ranks of element block `block` (count elements at
 // element offset block * count) of every rank's send buffer, in rank order.
 // Direct algorithms run small messages: their accumulator stays on the stack.

@@ -4,7 +4,6 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +13,7 @@
 #include "collectives/executor.h"
 #include "collectives/linear.h"
 #include "collectives/recursive.h"
+#include "collectives/reduce.h"
 #include "collectives/shm.h"
 #include "collectives/ring.h"
 #include "collectives/stream_executor.h"
@@ -265,10 +265,8 @@ namespace {
 // all_reduce, against Open MPI's 0.02 (bench/results/
 // 2026-11-27-world-of-one.md).
 void RunAlone(const CollectiveArgs& args, size_t count, DataType dtype) {
-  if (args.kind == CollectiveKind::kBarrier || args.send.data == args.recv.data) {
-    return;
-  }
-  std::memcpy(args.recv.data, args.send.data, count * DataTypeSize(dtype));
+  if (args.kind == CollectiveKind::kBarrier) return;
+  CopyIfDistinct(args.recv.data, args.send.data, count * DataTypeSize(dtype));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // File: collectives/reduce.h
 //
 // Host reduction kernels: out[i] = a[i] (op) b[i] for every DataType and
-// ReduceOp, and DivideInPlace to finish an average. The kernels are SIMD,
+// ReduceOp, DivideInPlace to finish an average, and CopyIfDistinct, which
+// moves a block that needs no reduction (a lone contribution, a gathered
+// block) unless it is in place already. The kernels are SIMD,
 // using AVX2 and F16C on x86-64 CPUs that have them (chosen at run time, so
 // binaries still run on any x86-64), and single-threaded.
 //
@@ -21,6 +23,7 @@
 #define RELAY_COLLECTIVES_REDUCE_H_
 
 #include <cstddef>
+#include <cstring>
 
 #include "runtime/data_type.h"
 
@@ -38,6 +41,13 @@ ReduceKernel GetReduceFn(DataType dtype, ReduceOp op);
 // own precision (float16/bfloat16 through float32, rounding once); integers
 // use integer division, truncating toward zero. No-op for an invalid dtype.
 void DivideInPlace(DataType dtype, void* data, size_t count, int divisor);
+
+// memcpy, unless `dst` is `src` (an in-place call: validation lets a call's
+// buffers be the very same memory or disjoint, never partly overlapping)
+// or there is nothing to copy.
+inline void CopyIfDistinct(void* dst, const void* src, size_t bytes) {
+  if (dst != src && bytes > 0) std::memcpy(dst, src, bytes);
+}
 
 }  // namespace relay
 

@@ -70,9 +70,7 @@ void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
   const size_t esize = DataTypeSize(dtype);
   const size_t from = offset * esize;
   if (all.size() == 1) {
-    if (At(all[0].data, from) != out) {
-      std::memcpy(out, At(all[0].data, from), count * esize);
-    }
+    CopyIfDistinct(out, At(all[0].data, from), count * esize);
   } else {
     bool later_is_out = false;
     for (size_t r = 2; r < all.size(); ++r) {
@@ -88,14 +86,6 @@ void ReduceInto(absl::Span<const Contribution> all, ReduceOp op,
   if (op == ReduceOp::kAvg) {
     DivideInPlace(dtype, out, count, static_cast<int>(all.size()));
   }
-}
-
-// A block into place, unless it is there already: this rank's own
-// contribution comes from its send buffer (ExchangeFinishFn), which in
-// place is this block of the receive buffer (ValidateCollective allows no
-// other overlap).
-void CopyBlock(char* to, const char* from, size_t bytes) {
-  if (to != from) std::memcpy(to, from, bytes);
 }
 
 void Finish(absl::Span<const Contribution> all, const void* context) {
@@ -117,23 +107,26 @@ void Finish(absl::Span<const Contribution> all, const void* context) {
     case CollectiveKind::kReduceScatter:
       ReduceInto(all, c.op, c.dtype, mine * c.count, c.count, recv);
       return;
+    // The copies skip a block already in place: this rank's own
+    // contribution comes from its send buffer (ExchangeFinishFn), which in
+    // place is this block of the receive buffer.
     case CollectiveKind::kBroadcast:
-      CopyBlock(recv, At(all[root].data, 0), block);
+      CopyIfDistinct(recv, all[root].data, block);
       return;
     case CollectiveKind::kScatter:
-      CopyBlock(recv, At(all[root].data, mine * block), block);
+      CopyIfDistinct(recv, At(all[root].data, mine * block), block);
       return;
     case CollectiveKind::kGather:
       if (c.rank != c.root) return;
       [[fallthrough]];
     case CollectiveKind::kAllGather:
       for (size_t i = 0; i < n; ++i) {
-        CopyBlock(recv + i * block, At(all[i].data, 0), block);
+        CopyIfDistinct(recv + i * block, all[i].data, block);
       }
       return;
     case CollectiveKind::kAllToAll:
       for (size_t i = 0; i < n; ++i) {
-        CopyBlock(recv + i * block, At(all[i].data, mine * block), block);
+        CopyIfDistinct(recv + i * block, At(all[i].data, mine * block), block);
       }
       return;
   }
