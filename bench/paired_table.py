@@ -1,20 +1,31 @@
 #!/usr/bin/env python3
 """Tables from bench/ab_latency.sh output: each side's median time, and
-each side's paired ratio to the best Open MPI side of the same round.
+each non-MPI side's paired ratio to every Open MPI side of the same round,
+with a 95% bootstrap interval.
 
-ab_latency.sh prints each side's ratio to its first BIN; a comparison
-against Open MPI's best algorithm needs the ratio to whichever MPI side is
-faster in each round. This reads the "all:" lists (two figures a round:
-out of place, in place), takes each round's better figure per side, and
-prints, per "=== ..." section of the input, every side's median and its
-median over rounds of (side / fastest MPI side of that round).
+ab_latency.sh prints each side's ratio to its first BIN; the foundation
+issue's target compares relay with Open MPI. This reads the "all:" lists
+(two figures a round: out of place, in place), takes each round's better
+figure per side, and prints, per "=== ..." section of the input:
+  - every side's median time;
+  - for each non-MPI side, its ratio to each MPI side (side / MPI, paired
+    by round): the median over rounds, a 95% bootstrap interval of that
+    median (5,000 resamples of the rounds, seeded: the same input prints
+    the same table), and in how many rounds the side was the faster;
+  - the same against the faster MPI side of each round ("best"). That one
+    is stricter than any single MPI side: where two MPI sides run the same
+    algorithm it is the smaller of two draws of one figure, which is below
+    either draw's median even when nothing differs.
 
 Usage: bench/paired_table.py FILE   (the output of one or more
 ab_latency.sh runs with `mpi` sides, each run after a "=== title" line)
 """
+import random
 import re
 import statistics
 import sys
+
+RESAMPLES = 5000
 
 
 def rounds_best(figures, rounds):
@@ -27,6 +38,25 @@ def rounds_best(figures, rounds):
             for i in range(0, len(figures), per_round)]
 
 
+def median_interval(ratios):
+    """A 95% bootstrap interval of the median of `ratios`."""
+    rng = random.Random(1)
+    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                     for _ in range(RESAMPLES))
+    return medians[int(0.025 * RESAMPLES)], medians[int(0.975 * RESAMPLES) - 1]
+
+
+def ratio_line(label, best, reference):
+    ratios = [b / m for b, m in zip(best, reference) if m > 0]
+    if not ratios:
+        return f"    / {label}: no rounds"
+    low, high = median_interval(ratios)
+    faster = sum(r < 1 for r in ratios)
+    return (f"    / {label}: median {statistics.median(ratios):.3f} "
+            f"(95%: {low:.3f} to {high:.3f}), faster in {faster} of "
+            f"{len(ratios)} rounds")
+
+
 def main(path):
     section, sides, rounds = None, {}, 0
 
@@ -36,16 +66,22 @@ def main(path):
         mpi = [k for k in sides if k.split('@')[0] == 'mpi']
         print(f"{section}")
         for name, figures in sides.items():
+            print(f"  {name}: median {statistics.median(figures):.3f} us")
+        for name, figures in sides.items():
+            if not mpi or name in mpi:
+                continue
             best = rounds_best(figures, rounds)
-            line = f"  {name}: median {statistics.median(figures):.2f} us"
-            if mpi and name not in mpi:
-                mpi_best = [min(rounds_best(sides[m], rounds)[r] for m in mpi)
-                            for r in range(len(best))]
-                ratios = [b / m for b, m in zip(best, mpi_best) if m > 0]
-                line += (f", / Open MPI's best, paired: median "
-                         f"{statistics.median(ratios):.2f} (rounds: "
-                         + " ".join(f"{x:.2f}" for x in ratios) + ")")
-            print(line)
+            print(f"  {name}, paired by round:")
+            per_mpi = {m: rounds_best(sides[m], rounds) for m in mpi}
+            for m in mpi:
+                print(ratio_line(m, best, per_mpi[m]))
+            if len(mpi) > 1:
+                fastest = [min(per_mpi[m][r] for m in mpi)
+                           for r in range(len(best))]
+                print(ratio_line("best MPI side of each round", best, fastest))
+            print("    rounds (/ best): " + " ".join(
+                f"{b / f:.2f}" for b, f in zip(best, fastest if len(mpi) > 1
+                                               else per_mpi[mpi[0]])))
 
     for raw in open(path):
         if raw.startswith('==='):

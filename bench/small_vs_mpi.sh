@@ -5,8 +5,9 @@
 # blocking all_reduce (float32 sum) against Open MPI's MPI_Allreduce, its
 # default and its recursive doubling (coll_tuned_allreduce_algorithm 3, its
 # best at these sizes), at each size and world size, in alternating rounds
-# (bench/ab_latency.sh), then the table of each side's median and its
-# paired ratio to the faster MPI side of each round (bench/paired_table.py).
+# (bench/ab_latency.sh), then the table of each side's median and relay's
+# paired ratio to each MPI side and to the faster MPI side of each round,
+# each with a 95% bootstrap interval (bench/paired_table.py).
 #
 # Usage: bench/small_vs_mpi.sh [--rounds R] [--iters I] [--ranks "2 4"]
 #                              [--sizes "8 64 256 1024"] [--out FILE] BIN
@@ -15,7 +16,9 @@
 #              again meanwhile)
 #   --rounds R alternating rounds per size (default 30: the 2-core VMs
 #              change phase between runs, and 12-16 rounds have put the
-#              same build 0.1x apart from one hour to the next)
+#              same build 0.1x apart from one hour to the next; 100
+#              rounds, about 2.5 minutes a size on 2 ranks, give
+#              intervals of about +-0.03x)
 #   --iters I  timed calls per run (default 100000)
 #   --out FILE the raw ab_latency.sh output (default: a file in /tmp),
 #              whose "all:" lists the table is computed from
