@@ -14,6 +14,8 @@
 #                   flags of its own (two processes under tools/relayrun,
 #                   UCX_TLS as set, else shm,self), e.g.
 #                   sysv=bazel-bin/bench/pingpong,--memory=sysv
+#                   RELAYRUN=PATH among the VARs picks the launcher
+#                   (default tools/relayrun), e.g. an older copy of it
 #   --rounds R      alternating rounds (default 10)
 #   --bytes B       message size (default 32K)
 #   --iters I       round trips per run (default 40000; pingpong moves at
@@ -28,7 +30,8 @@
 #
 # Besides each side's median, prints each side's median difference from
 # the first SPEC within the same round (the VM moves both sides of a round
-# together).
+# together), with a 95% bootstrap interval of that median, and each later
+# side's difference from a perftest side the same way.
 #
 # Example (the progress thread's cost, 2026-11-25):
 #   bazel build -c opt //bench:pingpong
@@ -85,16 +88,18 @@ trap 'rm -f "$results"' EXIT
 for ((round = 1; round <= rounds; ++round)); do
   for spec in "${specs[@]}"; do
     name="${spec%%=*}" rest="${spec#*=}"
-    bin="${rest%%,*}" items=() envs=() args=()
+    bin="${rest%%,*}" items=() envs=() args=() launcher=tools/relayrun
     [[ $rest == *,* ]] && IFS=',' read -r -a items <<< "${rest#*,}"
     for item in "${items[@]}"; do
       if [[ $item == --* ]]; then
         args+=("${item%%=*}"); [[ $item == *=* ]] && args+=("${item#*=}")
+      elif [[ $item == RELAYRUN=* ]]; then
+        launcher="${item#RELAYRUN=}"
       else
         envs+=("$item")
       fi
     done
-    run=(env "${envs[@]}" tools/relayrun -n 2 --no-prefix -- "$bin"
+    run=(env "${envs[@]}" "$launcher" -n 2 --no-prefix -- "$bin"
          -b "$bytes" -e "$bytes" -n "$iters" "${pattern[@]}" "${args[@]}")
     if [[ $bin == perftest ]]; then
       out=""
@@ -116,7 +121,7 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 echo "# $UCX_TLS, $bytes, $iters round trips a run, $rounds alternating rounds"
 python3 - "$results" <<'EOF'
-import collections, statistics, sys
+import collections, random, statistics, sys
 lat, cs, order = collections.defaultdict(list), collections.defaultdict(list), []
 for line in open(sys.argv[1]):
     name, value, switches = line.split()
@@ -130,9 +135,24 @@ for name in order:
     if cs[name]:
         row += f"  context switches (median) {statistics.median(cs[name]):7.0f}"
     print(row + "  rounds: " + " ".join(f"{v:.2f}" for v in lat[name]))
+def interval(d):
+    # 95% bootstrap interval of the median (5,000 resamples, seeded).
+    rng = random.Random(1)
+    m = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(5000))
+    return m[125], m[4874]
 first = order[0]
 for name in order[1:]:
     d = [a - b for a, b in zip(lat[name], lat[first])]
+    low, high = interval(d)
     print(f"{name:>12} - {first}, paired by round: median {statistics.median(d):+.2f} us"
+          f" (95%: {low:+.2f} to {high:+.2f})"
           "  rounds: " + " ".join(f"{v:+.2f}" for v in d))
+if "perftest" in lat and first != "perftest":
+    for name in order[1:]:
+        if name == "perftest":
+            continue
+        d = [a - b for a, b in zip(lat[name], lat["perftest"])]
+        low, high = interval(d)
+        print(f"{name:>12} - perftest, paired by round: median {statistics.median(d):+.2f} us"
+              f" (95%: {low:+.2f} to {high:+.2f})")
 EOF

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/thread_name.h"
 
 namespace relay {
 namespace {
@@ -45,7 +46,10 @@ FailureMonitor::FailureMonitor(std::shared_ptr<Store> store, int rank,
       watched_.push_back({(rank_ + k) % size_, -1, now, false});
     }
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("relay-monitor");
+    Loop();
+  });
 }
 
 FailureMonitor::~FailureMonitor() {

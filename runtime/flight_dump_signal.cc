@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/text_file.h"
+#include "runtime/thread_name.h"
 
 namespace relay {
 namespace {
@@ -58,6 +59,7 @@ bool Install(Registry& r) {
     r.pipe_write = fds[1];
     g_pipe_write.store(fds[1], std::memory_order_release);
     std::thread([read_fd = fds[0]] {
+      NameThisThread("relay-dump");
       char byte;
       while (true) {
         const ssize_t n = read(read_fd, &byte, 1);

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "runtime/bootstrap/auth.h"
 #include "runtime/bootstrap/store_protocol.h"
+#include "runtime/thread_name.h"
 
 namespace relay {
 namespace {
@@ -445,7 +446,10 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
 TcpStoreServer::TcpStoreServer(Listener listener, std::unique_ptr<Loop> loop,
                                absl::Duration linger)
     : listener_(std::move(listener)), linger_(linger), loop_(std::move(loop)) {
-  thread_ = std::thread([this] { loop_->Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("relay-store");
+    loop_->Run();
+  });
 }
 
 TcpStoreServer::~TcpStoreServer() {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
+#include "runtime/thread_name.h"
 
 namespace relay {
 namespace loopback_device {
@@ -37,7 +38,10 @@ class Watcher {
     pending_.push_back(std::move(batch));
     if (!started_) {
       started_ = true;
-      std::thread([this] { Run(); }).detach();
+      std::thread([this] {
+        NameThisThread("relay-devmsg");
+        Run();
+      }).detach();
     }
     wake_.notify_one();
   }

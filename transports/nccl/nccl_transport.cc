@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
+#include "runtime/thread_name.h"
 #include "transports/nccl/nccl_comms.h"
 #include "transports/nccl/nccl_core.h"
 #include "transports/nccl/nccl_status.h"
@@ -68,7 +69,10 @@ absl::StatusOr<ncclRedOp_t> NcclOp(ReduceOp op) {
 class NcclTransport final : public Transport {
  public:
   explicit NcclTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
-    watchdog_ = std::thread([core = core_.get()] { core->WatchdogLoop(); });
+    watchdog_ = std::thread([core = core_.get()] {
+      NameThisThread("relay-watchdog");
+      core->WatchdogLoop();
+    });
   }
   ~NcclTransport() override {
     {

@@ -30,6 +30,7 @@
 #include "runtime/fast_clock.h"
 #include "runtime/shared_segment.h"
 #include "runtime/slot_exchange.h"
+#include "runtime/thread_name.h"
 #include "transports/ucx/stand_aside.h"
 #include "transports/ucx/ucx_status.h"
 
@@ -361,7 +362,10 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       }
     }
     if (progress_thread_enabled_) {
-      progress_thread_ = std::thread([this] { ProgressLoop(); });
+      progress_thread_ = std::thread([this] {
+        NameThisThread("relay-ucx-prog");
+        ProgressLoop();
+      });
     }
     return absl::OkStatus();
   }
