@@ -214,6 +214,32 @@ TEST(StandAsideTest, GapsFurtherApartAreForgotten) {
   EXPECT_FALSE(s.Overlapping(now));
 }
 
+// Verifies that gaps close together are one stretch, counted once: a VM
+// that holds the caller off its core for a few milliseconds makes several
+// in a row, and a ping-pong is no overlapping program. A gap after the
+// stretch counts as a second one.
+TEST(StandAsideTest, GapsOfOneStretchCountOnce) {
+  StandAside s;
+  s.SetCrowded(true);
+  int64_t now = kStart;
+  s.CallerPolled(now, Busy());
+  for (int64_t at : {2 * kMs, 4 * kMs, 7 * kMs, 9 * kMs}) {
+    s.CallerPolled(now + at, Busy());  // Each 2-3 ms after the last poll.
+    EXPECT_FALSE(s.Overlapping(now + at)) << at;
+  }
+  // The caller's gaps and the thread's take-over in the same stretch.
+  ASSERT_TRUE(ThreadTurn(s, now + 12 * kMs, kPolls).took_over);
+  EXPECT_FALSE(s.Overlapping(now + 12 * kMs));
+  // The thread backs off again while the caller polls.
+  now = BackOff(s, now + 13 * kMs, StandAside::kMostCrowdedNs);
+  EXPECT_EQ(s.interval_ns(), StandAside::kMostCrowdedNs);
+  // A gap after the stretch is a second gap.
+  now += StandAside::kOneStretchNs;
+  s.CallerPolled(now, Busy());
+  s.CallerPolled(now + 2 * kMs, Busy());
+  EXPECT_TRUE(s.Overlapping(now + 2 * kMs));
+}
+
 // Verifies the thread's own sighting: taking over from a caller that
 // polled and then neither polled again nor slept, with work in flight,
 // counts as a gap, and two such take-overs mark an overlapping program.
