@@ -9,7 +9,7 @@
 #
 # Usage: bench/ab_pingpong.sh [--rounds R] [--bytes B] [--iters I] [--pattern P]
 #                             [--switches] SPEC SPEC...
-#   SPEC            NAME=BIN[,VAR=VALUE...][,--FLAG[=VALUE]...]: a
+#   SPEC            NAME=BIN[,VAR=VALUE...][,-FLAG[=VALUE]...]: a
 #                   pingpong build, the environment to run it with, and
 #                   flags of its own (two processes under tools/relayrun,
 #                   UCX_TLS as set, else shm,self), e.g.
@@ -91,7 +91,7 @@ for ((round = 1; round <= rounds; ++round)); do
     bin="${rest%%,*}" items=() envs=() args=() launcher=tools/relayrun
     [[ $rest == *,* ]] && IFS=',' read -r -a items <<< "${rest#*,}"
     for item in "${items[@]}"; do
-      if [[ $item == --* ]]; then
+      if [[ $item == -* ]]; then
         args+=("${item%%=*}"); [[ $item == *=* ]] && args+=("${item#*=}")
       elif [[ $item == RELAYRUN=* ]]; then
         launcher="${item#RELAYRUN=}"
@@ -113,7 +113,14 @@ for ((round = 1; round <= rounds; ++round)); do
       fi
       latency="$(awk '!/^#/ && NF == 3 {print $2}' <<< "$out")"
     fi
-    [[ -n $latency ]] || { echo "ab_pingpong.sh: $name failed:" >&2; echo "$out" >&2; exit 1; }
+    if [[ -z $latency ]]; then
+      kept="$(mktemp /tmp/ab_pingpong.XXXXXX)"
+      cp "$results" "$kept"
+      echo "ab_pingpong.sh: $name failed in round $round:" >&2
+      echo "$out" >&2
+      echo "ab_pingpong.sh: the rounds before it (NAME LATENCY SWITCHES lines) are in $kept" >&2
+      exit 1
+    fi
     cs="$(awk -F, '/context-switches/ {print $1}' <<< "$out")"
     echo "$name $latency ${cs:--}" >> "$results"
   done

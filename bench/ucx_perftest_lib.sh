@@ -14,15 +14,29 @@
 
 perftest_run() {
   local test="$1" size="$2" iters="$3" window="${4:-}"
-  local port=$((20000 + RANDOM % 20000))
-  local window_flag=()
+  local window_flag=() attempt out
   [[ $test == tag_bw && -n $window ]] && window_flag=(-O "$window")
-  ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" >/dev/null 2>&1 &
-  local server=$!
-  sleep 0.5
-  ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" 2>/dev/null |
-    awk '/^Final:/ {printf "%s %.3f\n", $4, $7 * 1048576 / 1e9}'
-  wait "$server" || true
+  # Up to three tries, each on a fresh port: the random port can be taken,
+  # or the server not listening yet after the pause (one run in about 500
+  # failed that way, and took a 200-round comparison down with it).
+  for attempt in 1 2 3; do
+    local port=$((20000 + RANDOM % 20000))
+    ucx_perftest -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" >/dev/null 2>&1 &
+    local server=$!
+    sleep 0.5
+    out="$(ucx_perftest 127.0.0.1 -p "$port" -t "$test" -s "$size" -n "$iters" "${window_flag[@]}" 2>/dev/null |
+      awk '/^Final:/ {printf "%s %.3f\n", $4, $7 * 1048576 / 1e9}')"
+    if [[ -z $out ]]; then
+      kill "$server" 2>/dev/null || true
+      wait "$server" 2>/dev/null || true
+      echo "perftest_run: no result on port $port (try $attempt of 3)" >&2
+      continue
+    fi
+    wait "$server" || true
+    echo "$out"
+    return 0
+  done
+  return 1
 }
 
 pingpong_round_trips() {
