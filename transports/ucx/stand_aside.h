@@ -41,7 +41,7 @@
 //   256 KB ping-pong on 2 cores (2026-11-27). Counted apart, they marked the
 //   ping-pong as overlapping, and its thread checked every 1 ms for the
 //   rest of the run: about 240 preemptions of the callers in a run of
-//   16,384 round trips, against 6 by anything else after relayrun stopped
+//   16,384 round trips, against 6 by relayrun's Python once it stopped
 //   polling (bench/results/2026-11-27-relayrun-pidfd/). A program that
 //   does overlap leaves work behind at every step, so a later stretch
 //   marks it.
