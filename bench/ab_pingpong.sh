@@ -154,8 +154,8 @@ for name in order[1:]:
     print(f"{name:>12} - {first}, paired by round: median {statistics.median(d):+.2f} us"
           f" (95%: {low:+.2f} to {high:+.2f})"
           "  rounds: " + " ".join(f"{v:+.2f}" for v in d))
-if "perftest" in lat and first != "perftest":
-    for name in order[1:]:
+if "perftest" in lat:
+    for name in order:
         if name == "perftest":
             continue
         d = [a - b for a, b in zip(lat[name], lat["perftest"])]
