@@ -30,8 +30,9 @@
 #
 # Besides each side's median, prints each side's median difference from
 # the first SPEC within the same round (the VM moves both sides of a round
-# together), with a 95% bootstrap interval of that median, and each later
-# side's difference from a perftest side the same way.
+# together), with a 95% bootstrap interval of that median
+# (bench/intervals.py), and each side's difference from a perftest side
+# the same way.
 #
 # Example (the progress thread's cost, 2026-11-25):
 #   bazel build -c opt //bench:pingpong
@@ -53,7 +54,7 @@ while (($#)); do
     -h|--help) usage; exit 0 ;;
     -*) echo "ab_pingpong.sh: unknown flag $1" >&2; usage >&2; exit 2 ;;
     *=*) specs+=("$1"); shift ;;
-    *) echo "ab_pingpong.sh: expected NAME=BIN[,VAR=VALUE...][,--FLAG[=VALUE]...], got $1" >&2; exit 2 ;;
+    *) echo "ab_pingpong.sh: expected NAME=BIN[,VAR=VALUE...][,-FLAG[=VALUE]...], got $1" >&2; exit 2 ;;
   esac
 done
 ((${#specs[@]} >= 1)) || { usage >&2; exit 2; }
@@ -127,8 +128,9 @@ for ((round = 1; round <= rounds; ++round)); do
   echo "round $round of $rounds done" >&2
 done
 echo "# $UCX_TLS, $bytes, $iters round trips a run, $rounds alternating rounds"
-python3 - "$results" <<'EOF'
-import collections, random, statistics, sys
+PYTHONPATH=bench python3 - "$results" <<'EOF'
+import collections, statistics, sys
+from intervals import median_interval as interval
 lat, cs, order = collections.defaultdict(list), collections.defaultdict(list), []
 for line in open(sys.argv[1]):
     name, value, switches = line.split()
@@ -142,11 +144,6 @@ for name in order:
     if cs[name]:
         row += f"  context switches (median) {statistics.median(cs[name]):7.0f}"
     print(row + "  rounds: " + " ".join(f"{v:.2f}" for v in lat[name]))
-def interval(d):
-    # 95% bootstrap interval of the median (5,000 resamples, seeded).
-    rng = random.Random(1)
-    m = sorted(statistics.median(rng.choices(d, k=len(d))) for _ in range(5000))
-    return m[125], m[4874]
 first = order[0]
 for name in order[1:]:
     d = [a - b for a, b in zip(lat[name], lat[first])]

@@ -20,12 +20,11 @@ figure per side, and prints, per "=== ..." section of the input:
 Usage: bench/paired_table.py FILE   (the output of one or more
 ab_latency.sh runs with `mpi` sides, each run after a "=== title" line)
 """
-import random
 import re
 import statistics
 import sys
 
-RESAMPLES = 5000
+from intervals import median_interval
 
 
 def rounds_best(figures, rounds):
@@ -36,14 +35,6 @@ def rounds_best(figures, rounds):
         sys.exit(f"paired_table.py: {len(figures)} figures for {rounds} rounds")
     return [min(figures[i:i + per_round])
             for i in range(0, len(figures), per_round)]
-
-
-def median_interval(ratios):
-    """A 95% bootstrap interval of the median of `ratios`."""
-    rng = random.Random(1)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
-                     for _ in range(RESAMPLES))
-    return medians[int(0.025 * RESAMPLES)], medians[int(0.975 * RESAMPLES) - 1]
 
 
 def ratio_line(label, best, reference):

@@ -245,8 +245,9 @@ std::shared_ptr<const Schedule> CachedSchedule(CollectiveKind kind,
   return schedule;
 }
 
-bool ScheduleEngine::RunsAlone(const CollectiveArgs& args, int size) const {
-  return size == 1 &&
+bool ScheduleEngine::RunsAlone(const CollectiveArgs& args, int size,
+                               const TransportCapabilities& caps) const {
+  return size == 1 && caps.host_memory &&
          (args.algorithm == Algorithm::kAuto ||
           args.algorithm == Algorithm::kNative) &&
          host_stream_ops_ == nullptr && !OnDevice(args) &&
@@ -283,7 +284,7 @@ absl::Status ScheduleEngine::Run(const std::shared_ptr<Transport>& transport,
     if (args.kind != CollectiveKind::kBarrier && count == 0) {
       return absl::OkStatus();
     }
-    if (RunsAlone(args, size)) {
+    if (RunsAlone(args, size, caps)) {
       RunAlone(args, count, DataTypeOfCall(args));
       return absl::OkStatus();
     }
@@ -311,7 +312,7 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   if (args.kind != CollectiveKind::kBarrier && count == 0) {
     return Request::Completed();
   }
-  if (caps.host_memory && RunsAlone(args, size)) {
+  if (RunsAlone(args, size, caps)) {
     RunAlone(args, count, DataTypeOfCall(args));
     return Request::Completed();
   }

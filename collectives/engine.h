@@ -83,10 +83,13 @@ class ScheduleEngine final : public CollectiveEngine {
       bool on_device) const;
   // Whether `args` on a group of `size` is left to relay's choice (no
   // algorithm forced, none set for its kind in RELAY_ALGORITHM) on a group
-  // of one, on host memory run on the host: then every collective's result
-  // is this rank's own contribution, so the call is one copy from the send
-  // buffer to the receive buffer, or nothing in place (RunAlone).
-  bool RunsAlone(const CollectiveArgs& args, int size) const;
+  // of one, on host buffers run on the host by a transport that moves host
+  // memory (`caps`): then every collective's result is this rank's own
+  // contribution, so the call is one copy from the send buffer to the
+  // receive buffer, or nothing in place (RunAlone). A transport that moves
+  // device memory only (NCCL) runs even a group of one as device work.
+  bool RunsAlone(const CollectiveArgs& args, int size,
+                 const TransportCapabilities& caps) const;
 
   absl::Status config_error_;
   AlgorithmOverrides overrides_;
