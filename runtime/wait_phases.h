@@ -14,7 +14,9 @@
 // peer may need exactly this core), and only then sleeps, so a long wait
 // costs no CPU. A poll that reports work moving (a transport's progress
 // found something to do) extends the yielding phase, since the operation
-// is moving and a sleeper would add its wake-up to it.
+// is moving and a sleeper would add its wake-up to it; such polls yield
+// only every 16th time, and not at all for a waiter with a core of its
+// own.
 //
 // Example:
 //   auto poll = [&] { return done() ? WaitPoll::kDone : WaitPoll::kIdle; };
@@ -40,14 +42,18 @@ enum class WaitPoll {
   kIdle,  // Not done, nothing moved.
 };
 
+// How a waiter gives its core away between polls. Tests pass their own.
+inline void YieldCore() { std::this_thread::yield(); }
+
 // Polls until `poll` says kDone (true) or the spin and yield budgets, each
 // cut short by `deadline`, are spent (false: the caller sleeps next).
 // `after_first_polls` runs once, after the polls before the first clock
-// read, whether or not they found the wait over.
-template <class Poll, class AfterFirstPolls>
+// read, whether or not they found the wait over. `yield` gives the core
+// away (YieldCore).
+template <class Poll, class AfterFirstPolls, class Yield = void (*)()>
 inline bool PollBeforeSleeping(Poll poll, AfterFirstPolls after_first_polls,
                                std::chrono::nanoseconds spin,
-                               absl::Time deadline) {
+                               absl::Time deadline, Yield yield = &YieldCore) {
   constexpr int kPollsBeforeClock = 8;
   for (int i = 0; i < kPollsBeforeClock; ++i) {
     if (poll() == WaitPoll::kDone) {
@@ -73,18 +79,24 @@ inline bool PollBeforeSleeping(Poll poll, AfterFirstPolls after_first_polls,
   const Clock::time_point last = start + until_deadline;
   Clock::time_point yield_until =
       start + std::min(RequestState::kYieldBudget, until_deadline);
+  // While work moves, a waiter sharing its core still gives it away now and
+  // then: with more ranks than cores the peer it waits for may need it. One
+  // with a core of its own (the long spin, RequestState::SpinBudgetFor)
+  // does not: nobody it waits for needs its core, and those yields cost it
+  // the message. In a 256 KB ping-pong over UCX shared memory, where a wait
+  // is about 20 us of moving work, a yield every 16 polls made each message
+  // 0.24 us later (bench/results/2026-11-27-busy-yields/).
+  const bool yield_while_busy = spin < RequestState::kOwnCoreSpinBudget;
   int busy_polls = 0;
   while (Clock::now() < yield_until) {
     const WaitPoll found = poll();
     if (found == WaitPoll::kDone) return true;
     if (found == WaitPoll::kBusy) {
       yield_until = std::min(Clock::now() + RequestState::kYieldBudget, last);
-      // Still give the core away now and then: with more ranks than cores
-      // the peer this waiter waits for may need it.
-      if (++busy_polls % 16 == 0) std::this_thread::yield();
+      if (yield_while_busy && ++busy_polls % 16 == 0) yield();
       continue;
     }
-    std::this_thread::yield();
+    yield();
   }
   return poll() == WaitPoll::kDone;
 }
