@@ -16,7 +16,8 @@
 #                   sysv=bazel-bin/bench/pingpong,--memory=sysv
 #                   RELAYRUN=PATH among the VARs picks the launcher
 #                   (default tools/relayrun), e.g. an older copy of it
-#   --rounds R      alternating rounds (default 10)
+#   --rounds R      alternating rounds (default 10); every other round
+#                   runs the SPECs in reverse order
 #   --bytes B       message size (default 32K)
 #   --iters I       round trips per run (default 40000; pingpong moves at
 #                   most about 1 GB per size)
@@ -86,8 +87,15 @@ export UCX_TLS="${UCX_TLS:-shm,self}"
 
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
+# Every other round runs the sides in reverse order, so no side always runs
+# right after another (a process's exit can still be settling when the next
+# starts) or always first.
+reversed=()
+for ((i = ${#specs[@]} - 1; i >= 0; --i)); do reversed+=("${specs[i]}"); done
 for ((round = 1; round <= rounds; ++round)); do
-  for spec in "${specs[@]}"; do
+  order=("${specs[@]}")
+  ((round % 2 == 0)) && order=("${reversed[@]}")
+  for spec in "${order[@]}"; do
     name="${spec%%=*}" rest="${spec#*=}"
     bin="${rest%%,*}" items=() envs=() args=() launcher=tools/relayrun
     [[ $rest == *,* ]] && IFS=',' read -r -a items <<< "${rest#*,}"
