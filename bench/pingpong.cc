@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/flags.h"
+#include "bench/raw_ucx.h"
 #include "bench/report.h"
 #include "relay.h"
 #include "runtime/bootstrap/environment.h"
@@ -76,6 +77,14 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
                      comparison with it can hold the kind of memory equal;
                      a CMA rendezvous pins every page, and the kernel pins
                      the two kinds at different costs)
+  --raw-ucx BLOCK    latency only, relay's path against UCX's own: every
+                     size's round trips go once through relay and once
+                     through raw UCP calls on a worker of its own (tag
+                     matching, UCX_TLS as set; bench/raw_ucx.h), in
+                     alternating blocks of BLOCK round trips on the same
+                     buffers, and rank 0 prints both half round trips and
+                     their difference. Needs --pattern perftest and
+                     ranks launched as processes on ucx
   --transport NAME   registered transport (default loopback; under a
                      launcher RELAY_TRANSPORT, else ucx)
   -h, --help         this text
@@ -87,6 +96,7 @@ struct Flags {
   int iters = 10000, warmup = 100, window = 16;
   int takeover_trials = 0;  // --takeover; 0: the sweep.
   int poll_ms = 20;
+  int raw_block = 0;     // --raw-ucx; 0: relay alone.
   bool blocking = true;  // --pattern: blocking unless perftest.
   bool sysv = false;     // --memory sysv.
   std::string transport = "loopback";
@@ -114,12 +124,17 @@ Flags ParseFlags(int argc, char** argv) {
       f.blocking = p.OneOf({"perftest", "blocking"}) == "blocking";
     } else if (p.name() == "--memory") {
       f.sysv = p.OneOf({"heap", "sysv"}) == "sysv";
+    } else if (p.name() == "--raw-ucx") {
+      f.raw_block = p.Int(1);
     } else if (p.name() == "--transport") {
       f.transport = p.value();
       f.transport_given = true;
     } else {
       p.Unknown();
     }
+  }
+  if (f.raw_block > 0 && (f.blocking || f.takeover_trials > 0)) {
+    p.Fail("--raw-ucx needs --pattern perftest and no --takeover");
   }
   if (absl::Status s = bench::CheckSweep(f.min_bytes, f.max_bytes, f.factor);
       !s.ok()) {
@@ -180,7 +195,45 @@ class PageBuffer {
   char* data_ = nullptr;
 };
 
-absl::Status RunRank(Communicator& comm, const Flags& f) {
+// --raw-ucx: `iters` round trips each through relay (`relay_round_trip`)
+// and through raw UCX (`raw`), in alternating blocks of f.raw_block, the
+// side that goes first alternating too, so both see the same minutes of
+// the host. Rank 0 prints both half round trips and their difference.
+template <class RelayRoundTrip>
+absl::Status RelayAgainstRawUcx(const Flags& f, size_t bytes, int iters,
+                                RelayRoundTrip& relay_round_trip,
+                                const PageBuffer& out, const PageBuffer& in,
+                                bench::RawUcxPair& raw) {
+  for (int i = 0; i < f.warmup; ++i) {
+    RELAY_RETURN_IF_ERROR(
+        raw.RoundTrip(out.data(), in.data(), bytes, i + 1 < f.warmup));
+  }
+  absl::Duration spent[2];  // [0] relay, [1] raw UCX.
+  for (int first = 0, block = 0; first < iters; first += f.raw_block, ++block) {
+    const int n = std::min(f.raw_block, iters - first);
+    for (int turn = 0; turn < 2; ++turn) {
+      const int side = (block + turn) % 2;
+      const absl::Time start = absl::Now();
+      for (int i = 0; i < n; ++i) {
+        RELAY_RETURN_IF_ERROR(
+            side == 0 ? relay_round_trip(i + 1 < n)
+                      : raw.RoundTrip(out.data(), in.data(), bytes, i + 1 < n));
+      }
+      spent[side] += absl::Now() - start;
+    }
+  }
+  const double relay_us = absl::ToDoubleMicroseconds(spent[0]) / iters / 2;
+  const double raw_us = absl::ToDoubleMicroseconds(spent[1]) / iters / 2;
+  if (raw.rank() == 0) {
+    std::printf("%12zu  %12.2f  %12.2f  %+12.3f\n", bytes, relay_us, raw_us,
+                relay_us - raw_us);
+    std::fflush(stdout);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunRank(Communicator& comm, const Flags& f,
+                     bench::RawUcxPair* raw) {
   const int me = comm.rank(), peer = 1 - me;
   for (size_t bytes : bench::SizeSweep(f.min_bytes, f.max_bytes, f.factor)) {
     const PageBuffer out(bytes, static_cast<char>(me), f.sysv),
@@ -195,10 +248,12 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
     // waiting for the send (ucx_perftest's run_pingpong). With a rendezvous
     // protocol the reply's request-to-send then always meets a posted
     // receive.
-    const int total = f.warmup + iters;
     absl::StatusOr<Request> next_recv;  // Rank 1's, posted ahead.
-    if (me == 1 && !f.blocking) next_recv = comm.Recv(recv, peer);
-    auto round_trip = [&](int i) -> absl::Status {
+    bool recv_ahead = false;
+    // `post_next`: rank 1 posts the next round trip's receive before
+    // waiting for its reply; false for the last, so nothing is left posted
+    // (a block of --raw-ucx's ends that way).
+    auto round_trip = [&](bool post_next) -> absl::Status {
       if (f.blocking) {
         if (me == 0) {
           RELAY_RETURN_IF_ERROR(Wait(comm.Send(send, peer)));
@@ -213,15 +268,28 @@ absl::Status RunRank(Communicator& comm, const Flags& f) {
         RELAY_RETURN_IF_ERROR(Wait(std::move(sent)));
         return Wait(std::move(got));
       }
+      if (!recv_ahead) next_recv = comm.Recv(recv, peer);
+      recv_ahead = false;
       RELAY_RETURN_IF_ERROR(Wait(std::move(next_recv)));
       absl::StatusOr<Request> sent = comm.Send(send, peer);
-      if (i + 1 < total) next_recv = comm.Recv(recv, peer);
+      if (post_next) {
+        next_recv = comm.Recv(recv, peer);
+        recv_ahead = true;
+      }
       return Wait(std::move(sent));
     };
-    int done = 0;
-    for (; done < f.warmup; ++done) RELAY_RETURN_IF_ERROR(round_trip(done));
+    for (int i = 0; i < f.warmup; ++i) {
+      RELAY_RETURN_IF_ERROR(round_trip(raw == nullptr || i + 1 < f.warmup));
+    }
+    if (raw != nullptr) {
+      RELAY_RETURN_IF_ERROR(
+          RelayAgainstRawUcx(f, bytes, iters, round_trip, out, in, *raw));
+      continue;
+    }
     absl::Time start = absl::Now();
-    for (; done < total; ++done) RELAY_RETURN_IF_ERROR(round_trip(done));
+    for (int i = 0; i < iters; ++i) {
+      RELAY_RETURN_IF_ERROR(round_trip(i + 1 < iters));
+    }
     const double latency_us =
         absl::ToDoubleMicroseconds(absl::Now() - start) / iters / 2;
 
@@ -360,7 +428,15 @@ absl::Status RunTakeover(Communicator& comm, const Flags& f) {
 }
 
 absl::Status Run(Communicator& comm, const Flags& f) {
-  return f.takeover_trials > 0 ? RunTakeover(comm, f) : RunRank(comm, f);
+  if (f.takeover_trials > 0) return RunTakeover(comm, f);
+  std::unique_ptr<bench::RawUcxPair> raw;
+  if (f.raw_block > 0) {
+    absl::StatusOr<std::unique_ptr<bench::RawUcxPair>> connected =
+        bench::RawUcxPair::Connect(comm);
+    if (!connected.ok()) return connected.status();
+    raw = *std::move(connected);
+  }
+  return RunRank(comm, f, raw.get());
 }
 
 // This process is one of the two ranks of a launched job.
@@ -369,6 +445,9 @@ int RunLaunchedRank(Flags f) {
   if (!env.ok()) BadFlag(std::string(env.status().message()));
   if (env->size != 2) BadFlag(absl::StrCat("needs 2 ranks, the job has ", env->size));
   if (!f.transport_given) f.transport = env->transport.empty() ? "ucx" : env->transport;
+  if (f.raw_block > 0 && f.transport != "ucx") {
+    BadFlag(absl::StrCat("--raw-ucx needs the ucx transport, not ", f.transport));
+  }
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       CreateCommunicatorFromEnvironment({}, absl::Minutes(2), f.transport);
   if (!comm.ok()) {
@@ -378,7 +457,12 @@ int RunLaunchedRank(Flags f) {
   if ((*comm)->rank() == 0) {
     std::printf("# relay pingpong: 2 processes, transport %s\n",
                 f.transport.c_str());
-    if (f.takeover_trials == 0) {
+    if (f.raw_block > 0) {
+      std::printf("# half round trips, alternating blocks of %d\n",
+                  f.raw_block);
+      std::printf("# %10s  %12s  %12s  %12s\n", "size (B)", "relay (us)",
+                  "raw ucx (us)", "relay - raw");
+    } else if (f.takeover_trials == 0) {
       std::printf("# %10s  %12s  %12s\n", "size (B)", "latency (us)",
                   "bw (GB/s)");
     }
