@@ -479,6 +479,10 @@ int RunLaunchedRank(Flags f) {
 int Main(int argc, char** argv) {
   const Flags f = ParseFlags(argc, argv);
   if (HasLaunchEnvironment()) return RunLaunchedRank(f);
+  if (f.raw_block > 0) {
+    BadFlag("--raw-ucx needs 2 ranks launched as processes on ucx "
+            "(tools/relayrun -n 2 -- pingpong ...)");
+  }
   if (!Transports().Get(f.transport).ok()) {
     BadFlag(absl::StrCat("unknown transport ", f.transport));
   }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs bench/pingpong on two loopback ranks: the sweep must print one row
 # per size, --takeover one row per trial with both sides' times, and bad
-# flags must give a one-line error and exit status 2.
+# flags must give a one-line error and exit status 2 (--raw-ucx among
+# them: it needs ranks launched on ucx; pingpong_raw_ucx_test runs it).
 set -uo pipefail
 bin="$1"
 out="$(mktemp)"
@@ -33,7 +34,8 @@ rows=$(awk '!/^#/ && NF == 3 && $2 > 0 && $3 > 0' "$out" | wc -l)
 [[ $rows == 3 ]] || fail "expected 3 takeover rows, got $rows"
 grep -q "65536 B message, 2 ms polling" "$out" || fail "takeover header"
 
-for bad in "--takeover 0" "--poll-ms -1" "--window 0" "--pattern osu" "--memory gpu" "--bogus" "-b 1M -e 1K"; do
+for bad in "--takeover 0" "--poll-ms -1" "--window 0" "--pattern osu" "--memory gpu" "--bogus" "-b 1M -e 1K" \
+           "--raw-ucx 0" "--raw-ucx 4" "--raw-ucx 4 --pattern perftest"; do
   # shellcheck disable=SC2086
   "$bin" $bad >"$out" 2>&1
   status=$?

@@ -64,11 +64,15 @@ inline bool PollBeforeSleeping(Poll poll, AfterFirstPolls after_first_polls,
   }
   after_first_polls();
   using Clock = std::chrono::steady_clock;
-  const Clock::time_point start = Clock::now();
   // Capped at a day: an infinite deadline's nanoseconds::max() added to a
   // time point overflows (UBSan), and the budgets are far shorter.
   const auto until_deadline = absl::ToChronoNanoseconds(std::min(
       absl::Hours(24), std::max(absl::ZeroDuration(), deadline - FastNow())));
+  // After FastNow: a process's first call calibrates the clock (it reads
+  // the kernel's clocksource file), which under ASan took longer than both
+  // budgets, and a waiter that started its budgets first went to sleep
+  // after one poll (wait_phases_test).
+  const Clock::time_point start = Clock::now();
   const Clock::time_point spin_until = start + std::min(spin, until_deadline);
   int polls = 0;
   for (;;) {
