@@ -47,7 +47,7 @@ def parse(arg):
 
 def main(argv):
     if not argv or argv[0] in ('-h', '--help'):
-        print(__doc__.strip())
+        print(__doc__.strip(), file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     pooled = []
     for arg in argv:

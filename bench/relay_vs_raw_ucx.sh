@@ -18,13 +18,14 @@
 #
 # Usage: bench/relay_vs_raw_ucx.sh [--runs N] [--block B] [--iters I]
 #                                  [-b MIN] [-e MAX] [-f FACTOR] PINGPONG
-#   --runs N     processes pairs started, one after another (default 30)
+#   --runs N     process pairs started, one after another (default 30)
 #   --block B    round trips per block (default 32)
 #   --iters I    round trips per size and side (default 8192; pingpong
 #                moves at most about 1 GB per size)
 #   -b, -e, -f   the sizes, as pingpong takes them (default 8, 256K, 32)
 #   PINGPONG     a build of //bench:pingpong
-#   UCX_TLS as set, else shm,self.
+#   UCX_TLS as set, else shm,self; THREAD=1 keeps relay's UCX progress
+#   thread on (see above for why it is off by default).
 #
 # Example:
 #   bazel build -c opt //bench:pingpong
