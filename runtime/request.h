@@ -121,6 +121,12 @@ class RequestState {
   // before it sleeps.
   static constexpr std::chrono::nanoseconds kYieldBudget{200000};
   static std::chrono::nanoseconds SpinBudgetFor(int local_ranks);
+  // Whether a waiter with this spin budget has a core of its own: the spin
+  // budget is how SpinBudgetFor tells the waiter, and every waiter's budget
+  // comes from it (a transport's wait_spin, a request's SpinBudget).
+  static constexpr bool HasCoreOfItsOwn(std::chrono::nanoseconds spin) {
+    return spin >= kOwnCoreSpinBudget;
+  }
   // Non-blocking: drives progress once; true when done.
   bool Poll() {
     if (done()) return true;

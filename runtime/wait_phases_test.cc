@@ -44,12 +44,14 @@ Outcome Wait(WaitPoll kind, std::chrono::nanoseconds spin) {
 }
 
 TEST(WaitPhasesTest, WaiterWithItsOwnCoreDoesNotYieldWhileWorkMoves) {
+  ASSERT_TRUE(RequestState::HasCoreOfItsOwn(RequestState::kOwnCoreSpinBudget));
   const Outcome out = Wait(WaitPoll::kBusy, RequestState::kOwnCoreSpinBudget);
   EXPECT_GT(out.polls, 1000);
   EXPECT_EQ(out.yields, 0);
 }
 
 TEST(WaitPhasesTest, WaiterSharingItsCoreYieldsNowAndThenWhileWorkMoves) {
+  ASSERT_FALSE(RequestState::HasCoreOfItsOwn(RequestState::kDefaultSpinBudget));
   const Outcome out = Wait(WaitPoll::kBusy, RequestState::kDefaultSpinBudget);
   EXPECT_GT(out.polls, 1000);
   // Every 16th busy poll of the yield phase, which follows 0.5 us of spin.
@@ -61,9 +63,9 @@ TEST(WaitPhasesTest, IdlePollsYieldWhetherOrNotTheWaiterHasItsOwnCore) {
   for (const std::chrono::nanoseconds spin :
        {RequestState::kOwnCoreSpinBudget, RequestState::kDefaultSpinBudget}) {
     const Outcome out = Wait(WaitPoll::kIdle, spin);
-    // The spin polls without yielding; every idle poll after it yields.
-    EXPECT_GT(out.yields, 0) << spin.count() << " ns spin";
-    EXPECT_LT(out.yields, out.polls) << spin.count() << " ns spin";
+    // The spin polls without yielding (a few hundred polls at most);
+    // every idle poll after it yields, thousands within the yield budget.
+    EXPECT_GT(out.yields, out.polls / 2) << spin.count() << " ns spin";
   }
 }
 
