@@ -55,9 +55,32 @@ bool RequestState::Publish(absl::Status status) {
     done_.store(1, std::memory_order_seq_cst);
   }
   // The caller holds a reference, so this is alive here.
+  WakeSleepers();
+  return true;
+}
+
+void RequestState::WakeSleepers() {
   if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     FutexWakeAll(&done_, FutexScope::kProcess);
   }
+}
+
+bool RequestState::CompleteIfNothingToRun(absl::Status& status) {
+  {
+    std::lock_guard<SpinLock> lock(mu_);
+    if (completing_) return true;
+    if (!recorders_.empty() || !callbacks_.empty() ||
+        sleepers_.load(std::memory_order_seq_cst) > 0) {
+      return false;
+    }
+    completing_ = true;
+    status_ = std::move(status);
+    done_.store(1, std::memory_order_seq_cst);
+  }
+  // A waiter may have started to sleep since the check above (it looked at
+  // done_ before the store): wake it, as Publish does. Rare, so it is worth
+  // the system call under the caller's lock.
+  WakeSleepers();
   return true;
 }
 

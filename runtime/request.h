@@ -171,6 +171,17 @@ class RequestState {
     done_.store(1, std::memory_order_release);
   }
 
+  // Complete() on the spot, for a transport that finds the operation done
+  // while it holds a lock of its own (UCX's completion callback runs under
+  // the worker lock): when no recorder or callback is registered and nobody
+  // sleeps on the request, publishes `status` (moved from) and returns true;
+  // also true if the outcome was decided already. Otherwise false, and
+  // `status` untouched: the caller completes the request with Complete()
+  // once it has dropped its lock, since a callback may call back into it,
+  // and a sleeper's wake-up is a system call. Saves the transport queueing
+  // the completion, and a waiter that polls sees it as the poll returns.
+  bool CompleteIfNothingToRun(absl::Status& status);
+
   // Called repeatedly by Wait() and Request::Test() while not done; returns
   // true if it did some work (Wait keeps polling, rather than sleeping,
   // while work keeps coming).
@@ -203,6 +214,8 @@ class RequestState {
   // Decides the outcome, runs the recorders and publishes it; false if it
   // was decided already.
   bool Publish(absl::Status status);
+  // Wakes the waiters asleep on done_, if any; after done_ is set.
+  void WakeSleepers();
 
   // 0 while pending, 1 once done; also the word sleeping waiters wait on
   // (a futex on Linux). A condition variable would do, but

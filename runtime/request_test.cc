@@ -200,6 +200,76 @@ TEST(RequestTest, CompletionWakesEveryWaiter) {
   EXPECT_EQ(woke.load(), 4);
 }
 
+// A transport's completion record, with the on-the-spot completion open.
+class SpotCompleted : public RequestState {
+ public:
+  using RequestState::CompleteIfNothingToRun;
+};
+
+// Verifies that a request with nothing registered completes on the spot,
+// taking the status, and that a second outcome changes nothing.
+TEST(RequestStateTest, CompleteIfNothingToRunCompletesAQuietRequest) {
+  SpotCompleted state;
+  absl::Status status = absl::DataLossError("spot");
+  EXPECT_TRUE(state.CompleteIfNothingToRun(status));
+  EXPECT_TRUE(state.done());
+  EXPECT_EQ(state.status(), absl::DataLossError("spot"));
+  absl::Status later = absl::InternalError("later");
+  EXPECT_TRUE(state.CompleteIfNothingToRun(later));  // Decided already.
+  EXPECT_EQ(state.status(), absl::DataLossError("spot"));
+  int ran = 0;
+  state.OnDone([&](absl::Status s) {  // Registered after: runs inline.
+    EXPECT_EQ(s, absl::DataLossError("spot"));
+    ++ran;
+  });
+  EXPECT_EQ(ran, 1);
+}
+
+// Verifies that a registered callback or recorder makes it decline, leaving
+// the status with the caller, whose Complete() then runs them.
+TEST(RequestStateTest, CompleteIfNothingToRunLeavesCallbacksToComplete) {
+  for (bool recorder : {false, true}) {
+    SCOPED_TRACE(recorder ? "recorder" : "callback");
+    SpotCompleted state;
+    int ran = 0;
+    if (recorder) {
+      state.OnCompleting([&](absl::Status) { ++ran; });
+    } else {
+      state.OnDone([&](absl::Status) { ++ran; });
+    }
+    absl::Status status = absl::DataLossError("kept");
+    EXPECT_FALSE(state.CompleteIfNothingToRun(status));
+    EXPECT_FALSE(state.done());
+    EXPECT_EQ(status, absl::DataLossError("kept"));
+    EXPECT_EQ(ran, 0);
+    EXPECT_TRUE(state.Complete(std::move(status)));
+    EXPECT_EQ(ran, 1);
+    EXPECT_EQ(state.status(), absl::DataLossError("kept"));
+  }
+}
+
+// Verifies that it declines while a waiter sleeps (the wake-up is a system
+// call, left to Complete after the caller's lock), and that Complete then
+// wakes it.
+TEST(RequestStateTest, CompleteIfNothingToRunLeavesASleeperToComplete) {
+  auto state = std::make_shared<SpotCompleted>();
+  std::atomic<bool> returned{false};
+  std::thread waiter([&] {
+    EXPECT_EQ(Request(state).Wait(kLong), absl::DataLossError("woken"));
+    returned.store(true);
+  });
+  // Past the waiter's 0.5 us spin and 200 us of yielding polls: asleep.
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::Status status = absl::DataLossError("woken");
+  EXPECT_FALSE(state->CompleteIfNothingToRun(status));
+  EXPECT_FALSE(state->done());
+  absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_FALSE(returned.load());
+  EXPECT_TRUE(state->Complete(std::move(status)));
+  waiter.join();
+  EXPECT_TRUE(returned.load());
+}
+
 // Verifies that an empty Request is Test()-true and Wait-FailedPrecondition.
 TEST(RequestTest, EmptyRequest) {
   Request r;
