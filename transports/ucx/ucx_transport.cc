@@ -621,7 +621,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     auto op = std::make_shared<UcxOp>(deadline, this, peer, is_recv, bytes);
     absl::Status immediate;
     bool completed = false;
-    bool in_flight = false;
+    bool still_in_flight = false;  // UCX holds it after the post returned.
     Completions inline_done;
     {
       std::lock_guard<std::mutex> lock(worker_mu_);
@@ -662,7 +662,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
                                                 peer, UCS_PTR_STATUS(r));
       } else if (op->in_flight) {
         op->ucx_request = r;
-        in_flight = true;
+        still_in_flight = true;
         outstanding_.fetch_add(1, std::memory_order_relaxed);
         last_activity_ns_.store(NowNanos(), std::memory_order_relaxed);
       } else {
@@ -677,7 +677,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
       // Out of pending_ again before the worker lock was released, and not
       // yet returned: nobody else has seen it.
       op->CompleteUnshared(std::move(immediate));
-    } else if (in_flight) {
+    } else if (still_in_flight) {
       idle_cv_.notify_one();  // The progress thread has work.
     } else {
       RunCompletions(inline_done);
@@ -697,7 +697,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
   }
 
   // UCX callbacks: run inside ucp_worker_progress (or a cancel), under
-  // worker_mu_. They only record; completions run once the lock is dropped.
+  // worker_mu_. They complete a request that has nothing registered to run
+  // (Finish); others' completions are queued and run once the lock is
+  // dropped.
   static void OnSendDone(void* request, ucs_status_t s, void* user_data) {
     auto* op = static_cast<UcxOp*>(user_data);
     op->transport->Finish(op, request,

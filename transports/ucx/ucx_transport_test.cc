@@ -137,6 +137,39 @@ TEST_P(UcxTransportTest, EarlyMessagesCompleteThroughWhenAll) {
   }
 }
 
+// A request's OnDone callback may post on the transport that completes it,
+// as a collective's next step does: callbacks run after the worker lock is
+// dropped, while a request with nothing registered completes under it
+// (RequestState::CompleteIfNothingToRun). Run under the lock, the reply's
+// post below would deadlock on it, and the test would time out.
+TEST_P(UcxTransportTest, CallbackMayPostOnTheSameTransport) {
+  std::vector<int> ping = {7, 8, 9}, got(3, 0), reply(3, 0);
+  auto received =
+      ranks_[1]->Irecv(0, UserTag(3), Buffer::Of(got), Deadline());
+  ASSERT_TRUE(received.ok());
+  std::promise<absl::StatusOr<Request>> replied;
+  Transport* rank1 = ranks_[1].get();
+  received->OnDone([&, rank1](absl::Status s) {
+    if (!s.ok()) {
+      replied.set_value(s);
+      return;
+    }
+    replied.set_value(
+        rank1->Isend(0, UserTag(4), ConstBuffer::Of(got), Deadline()));
+  });
+  auto sent = ranks_[0]->Isend(1, UserTag(3), ConstBuffer::Of(ping), Deadline());
+  ASSERT_TRUE(sent.ok());
+  auto answer = ranks_[0]->Irecv(1, UserTag(4), Buffer::Of(reply), Deadline());
+  ASSERT_TRUE(answer.ok());
+  ASSERT_TRUE(received->Wait(kTimeout).ok());  // Runs the callback.
+  absl::StatusOr<Request> reply_sent = replied.get_future().get();
+  ASSERT_TRUE(reply_sent.ok()) << reply_sent.status();
+  ASSERT_TRUE(sent->Wait(kTimeout).ok());
+  ASSERT_TRUE(answer->Wait(kTimeout).ok());
+  ASSERT_TRUE(reply_sent->Wait(kTimeout).ok());
+  EXPECT_EQ(reply, ping);
+}
+
 TEST_P(UcxTransportTest, LargeMessagesInOrderPerTag) {
   constexpr size_t kCount = 3 << 20;  // Rendezvous protocol territory.
   std::vector<int> a(kCount), b(kCount), ra(kCount), rb(kCount);
