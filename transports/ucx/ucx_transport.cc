@@ -727,9 +727,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     pending_.Remove(op);
     // Done here when nothing waits to run, as UCX's own loop would see it.
     // Queueing the completion to run after the lock cost a ping-pong
-    // 0.01-0.06 us a message, 2-7% from 8 B to 32 KB
-    // (bench/results/2026-11-27-direct-completion/): the waiter's path
-    // after a completion is the whole latency's margin over UCX's.
+    // 0.016-0.033 us a message from 8 B to 32 KB, 4-7% up to 512 B
+    // (bench/results/2026-11-27-direct-completion/): most of what relay
+    // adds to UCX's own latency is its path after a completion.
     if (op->CompleteIfNothingToRun(status)) {
       // UCX's reference goes now; the last one (nobody kept the Request)
       // takes the op with it, which touches nothing of the transport.
