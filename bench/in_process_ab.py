@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """Summarises an in-process A/B: lines `EXP SIZE US_0 US_1 ...`, one per
 process, each the mean half round trip of policies that one process ran in
-alternating blocks (the patches in bench/results/*/in_process_ab.patch
-print them from bench/pingpong). Per size: the median over processes of
+blocks taking turns (the patches in bench/results/*/in_process_ab.patch
+print them from bench/pingpong). Draw each block's policy from a seeded
+sequence: a fixed order (ABAB, ABBA) lined up with a periodic cost in UCX
+and read 0.05 us between identical policies at 4 KB
+(bench/results/2026-11-27-direct-completion/). Run a null A/B (both slots
+the same policy) beside a real one to see what the harness alone reads. Per size: the median over processes of
 each policy's difference from policy 0, with a 95% bootstrap interval
 (bench/intervals.py), and how many processes it was faster in.
 
