@@ -1,6 +1,7 @@
 #include "runtime/request.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -200,10 +201,19 @@ TEST(RequestTest, CompletionWakesEveryWaiter) {
   EXPECT_EQ(woke.load(), 4);
 }
 
-// A transport's completion record, with the on-the-spot completion open.
+// A transport's completion record, with the on-the-spot completion open;
+// `asleep` turns true once a waiter has gone to sleep on it.
 class SpotCompleted : public RequestState {
  public:
   using RequestState::CompleteIfNothingToRun;
+  std::atomic<bool> asleep{false};
+
+ protected:
+  // Wait counts itself among the sleepers before it first calls this.
+  void Sleep(std::chrono::nanoseconds timeout) override {
+    asleep.store(true);
+    RequestState::Sleep(timeout);
+  }
 };
 
 // Verifies that a request with nothing registered completes on the spot,
@@ -259,7 +269,17 @@ TEST(RequestStateTest, CompleteIfNothingToRunLeavesASleeperToComplete) {
     returned.store(true);
   });
   // Past the waiter's 0.5 us spin and 200 us of yielding polls: asleep.
-  absl::SleepFor(absl::Milliseconds(50));
+  // Waited for, not assumed after a fixed delay: on a loaded machine the
+  // waiter's thread may not have started by then.
+  const absl::Time until = absl::Now() + kLong;
+  while (!state->asleep.load() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  if (!state->asleep.load()) {
+    state->Complete(absl::DataLossError("woken"));
+    waiter.join();
+    FAIL() << "the waiter never went to sleep";
+  }
   absl::Status status = absl::DataLossError("woken");
   EXPECT_FALSE(state->CompleteIfNothingToRun(status));
   EXPECT_FALSE(state->done());
