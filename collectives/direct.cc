@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "collectives/reduce.h"
+#include "runtime/fingerprint.h"
 #include "runtime/tag.h"
 
 namespace relay {
@@ -198,7 +199,8 @@ absl::StatusOr<Request> StartDirect(Transport& transport,
   return transport.Rendezvous(CollectiveTag(args.sequence, 0), &call,
                                sizeof(call),
                                parts > 1 ? &CombinePart : &Combine, parts,
-                               args.deadline);
+                               args.deadline,
+                               Fingerprint::Of(args, transport.size()).Pack());
 }
 
 }  // namespace relay

@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/reduce.h"
+#include "runtime/fingerprint.h"
 #include "runtime/status_macros.h"
 #include "runtime/tag.h"
 
@@ -216,6 +217,7 @@ absl::StatusOr<Request> StartPipelinedAllReduce(Transport& transport,
   const size_t n = static_cast<size_t>(transport.size());
   const size_t mine = static_cast<size_t>(transport.rank());
   const uint64_t tag = CollectiveTag(args.sequence, 0);
+  const uint64_t signature = Fingerprint::Of(args, transport.size()).Pack();
   const char* send = static_cast<const char*>(args.send.data);
   char* recv = static_cast<char*>(args.recv.data);
   Request last;
@@ -231,6 +233,7 @@ absl::StatusOr<Request> StartPipelinedAllReduce(Transport& transport,
     RELAY_ASSIGN_OR_RETURN(
         last, transport.Exchange(
                   {.tag = tag,
+                   .signature = signature,
                    .input = {nullptr, elements * esize, &FillOthersPieces},
                    .finish = &FinishReducePiece,
                    .context = &c,
@@ -239,6 +242,7 @@ absl::StatusOr<Request> StartPipelinedAllReduce(Transport& transport,
     const Piece piece = PieceOf(elements, n, mine);
     RELAY_ASSIGN_OR_RETURN(
         last, transport.Exchange({.tag = tag,
+                                  .signature = signature,
                                   .input = {c.recv + piece.first * esize,
                                             piece.length * esize},
                                   .finish = &FinishGatherPieces,
@@ -407,8 +411,9 @@ absl::Status TooLargeForSlots(const Transport& transport,
 
 // The one exchange of a call that fits the slots; `call` outlives it.
 ExchangeCall OneExchange(const CollectiveArgs& args, const ShmPlan& plan,
-                         const ShmCall& call) {
+                         const ShmCall& call, int size) {
   return {.tag = CollectiveTag(args.sequence, 0),
+          .signature = Fingerprint::Of(args, size).Pack(),
           .input = {args.send.data, plan.bytes},
           .finish = &Finish,
           .context = &call,
@@ -432,7 +437,8 @@ absl::StatusOr<Request> StartShm(Transport& transport,
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
   const ShmCall call{args.kind, args.op,   dtype, args.root,
                      rank,      args.recv.data, count};
-  return transport.Exchange(OneExchange(args, plan, call));
+  return transport.Exchange(
+      OneExchange(args, plan, call, transport.size()));
 }
 
 absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
@@ -450,7 +456,8 @@ absl::Status RunShm(Transport& transport, const CollectiveArgs& args,
   if (!plan.fits) return TooLargeForSlots(transport, args, caps, plan.largest);
   const ShmCall call{args.kind, args.op,   dtype, args.root,
                      rank,      args.recv.data, count};
-  return transport.RunExchange(OneExchange(args, plan, call));
+  return transport.RunExchange(
+      OneExchange(args, plan, call, transport.size()));
 }
 
 }  // namespace relay

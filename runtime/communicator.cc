@@ -583,11 +583,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
   if (options.timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("Split: negative timeout");
   }
+  if (options.algorithm != Algorithm::kAuto || options.stream != nullptr ||
+      options.stream_order != StreamOrder::kAfterStream) {
+    return absl::InvalidArgumentError(
+        "Split: only options.timeout applies (its exchange of colors and keys "
+        "picks its own algorithm and runs on the host); leave the algorithm, "
+        "stream and stream order at their defaults");
+  }
   // Taken only once the call was accepted, so a rejected Split leaves no gap
-  // between this rank's split ids and its peers'.
+  // between this rank's split ids and its peers'; nothing after this point
+  // refuses the call's input.
   const uint64_t split_index = next_split_.fetch_add(1);
   RELAY_ASSIGN_OR_RETURN(std::vector<int32_t> all,
-                         GatherColorsAndKeys(color, key, split_index, options));
+                         GatherColorsAndKeys(color, key, split_index,
+                                             options.timeout));
   std::vector<std::pair<int32_t, int>> members;  // (key, old rank)
   for (int r = 0; color >= 0 && r < size_; ++r) {
     if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
@@ -629,10 +638,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
 }
 
 absl::StatusOr<std::vector<int32_t>> Communicator::GatherColorsAndKeys(
-    int color, int key, uint64_t split_index,
-    const CollectiveOptions& options) {
+    int color, int key, uint64_t split_index, absl::Duration timeout_option) {
   std::vector<int32_t> mine = {color, key};
   std::vector<int32_t> all(2 * static_cast<size_t>(size_));
+  CollectiveOptions options;
+  options.timeout = timeout_option;
   if (caps_.host_memory) {
     RELAY_ASSIGN_OR_RETURN(
         Request gathered,

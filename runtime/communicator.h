@@ -210,7 +210,9 @@ class Communicator {
   // ordered by (key, old rank). A negative color opts out: the result is
   // then null. Blocks until the new group is wired: by the transport's own
   // Split where it has one (NCCL's ncclCommSplit), else by a new rendezvous
-  // through the store.
+  // through the store. Of `options` only the timeout applies (else the
+  // communicator's default); any other field set is InvalidArgument, which
+  // like every refusal leaves the communicator's later Splits in step.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const CollectiveOptions& options = {});
 
@@ -283,8 +285,7 @@ class Communicator {
   // an all_gather, or through the store where the transport moves no host
   // memory.
   absl::StatusOr<std::vector<int32_t>> GatherColorsAndKeys(
-      int color, int key, uint64_t split_index,
-      const CollectiveOptions& options);
+      int color, int key, uint64_t split_index, absl::Duration timeout);
 
   TransportFactory& factory_;
   const CollectiveEngine& engine_;

@@ -926,6 +926,14 @@ TEST(CommunicatorTest, RejectedSplitLeavesNoGap) {
           comm.Split(0, 0, WithTimeout(-absl::Seconds(1)));
       EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
           << bad.status();
+      // An algorithm the exchange of colors and keys does not implement:
+      // refused before the split counter moved (it was refused by that
+      // exchange, after it).
+      CollectiveOptions wrong_algorithm = WithTimeout(absl::Seconds(5));
+      wrong_algorithm.algorithm = Algorithm::kBinomialTree;
+      bad = comm.Split(0, 0, wrong_algorithm);
+      EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
+          << bad.status();
     }
     absl::StatusOr<std::unique_ptr<Communicator>> child =
         comm.Split(0, comm.rank(), WithTimeout(absl::Seconds(5)));

@@ -33,8 +33,12 @@ Fingerprint Fingerprint::Of(const CollectiveArgs& args, int size) {
   f.kind = args.kind;
   f.sequence = args.sequence;
   if (args.kind == CollectiveKind::kBarrier) return f;
-  f.dtype = args.send.count > 0 || args.recv.count == 0 ? args.send.dtype
-                                                        : args.recv.dtype;
+  // The dtype of the buffer whose count is the per-rank count: a
+  // non-root's send buffer of a broadcast is ignored, whatever it holds.
+  const bool by_recv = args.kind == CollectiveKind::kBroadcast ||
+                       args.kind == CollectiveKind::kScatter ||
+                       args.kind == CollectiveKind::kReduceScatter;
+  f.dtype = by_recv ? args.recv.dtype : args.send.dtype;
   f.count = PerRankCount(args, size);
   if (IsReduction(args.kind)) f.op = args.op;
   if (IsRooted(args.kind)) f.root = args.root;
@@ -80,8 +84,33 @@ std::string Fingerprint::ToString() const {
   std::string s = absl::StrCat(CollectiveName(kind), "(", DataTypeName(dtype),
                                " x ", count);
   if (IsReduction(kind)) absl::StrAppend(&s, ", ", ReduceOpName(op));
-  if (IsRooted(kind)) absl::StrAppend(&s, ", root ", root);
+  if (IsRooted(kind) && root >= 0) absl::StrAppend(&s, ", root ", root);
   return absl::StrCat(s, ")");
+}
+
+uint64_t Fingerprint::Pack() const {
+  constexpr uint64_t kCountMask = (uint64_t{1} << 40) - 1;
+  return (uint64_t{1} << 63) | (uint64_t{static_cast<uint8_t>(kind)} << 56) |
+         (uint64_t{static_cast<uint8_t>(dtype)} << 48) |
+         (uint64_t{static_cast<uint8_t>(op)} << 40) | (count & kCountMask);
+}
+
+Fingerprint Fingerprint::Unpack(uint64_t packed) {
+  Fingerprint f;
+  f.kind = static_cast<CollectiveKind>((packed >> 56) & 0x7f);
+  f.dtype = static_cast<DataType>((packed >> 48) & 0xff);
+  f.op = static_cast<ReduceOp>((packed >> 40) & 0xff);
+  f.count = packed & ((uint64_t{1} << 40) - 1);
+  return f;
+}
+
+absl::Status PackedMismatch(absl::string_view where, int rank_a,
+                            uint64_t packed_a, int rank_b, uint64_t packed_b) {
+  const Fingerprint a = Fingerprint::Unpack(packed_a);
+  const Fingerprint b = Fingerprint::Unpack(packed_b);
+  return absl::InvalidArgumentError(absl::StrCat(
+      CollectiveName(a.kind), ": ranks disagree (", where, "): rank ", rank_a,
+      " called ", a.ToString(), ", rank ", rank_b, " called ", b.ToString()));
 }
 
 bool operator==(const Fingerprint& a, const Fingerprint& b) {

@@ -54,6 +54,13 @@ struct Fingerprint {
   std::string Encode() const;
   static absl::StatusOr<Fingerprint> Decode(absl::string_view bytes);
   std::string ToString() const;  // "all_reduce(float32 x 1024, sum)"
+  // The call without its sequence in 64 bits, for transports to carry
+  // where ranks meet anyway (a rendezvous record, an exchange slot): kind,
+  // dtype, op and the count's low 40 bits. Never 0, so 0 can mean "not a
+  // collective". The root is left out (a root mismatch shows as a count
+  // or a hang, as with messages).
+  uint64_t Pack() const;
+  static Fingerprint Unpack(uint64_t packed);  // Root -1, sequence 0.
   friend bool operator==(const Fingerprint& a, const Fingerprint& b);
   friend bool operator!=(const Fingerprint& a, const Fingerprint& b) {
     return !(a == b);
@@ -63,6 +70,13 @@ struct Fingerprint {
 // OK when every fingerprint equals rank 0's; otherwise InvalidArgument
 // naming the first rank that differs from rank 0 and both calls.
 absl::Status CompareFingerprints(const std::vector<Fingerprint>& by_rank);
+
+// InvalidArgument for ranks whose packed calls differ at the meeting
+// point `where` ("shared-memory exchange 7"): "rank 0 called
+// all_reduce(float32 x 4, sum), rank 1 called all_reduce(float32 x 8,
+// sum)".
+absl::Status PackedMismatch(absl::string_view where, int rank_a,
+                            uint64_t packed_a, int rank_b, uint64_t packed_b);
 
 }  // namespace relay
 

@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/fast_clock.h"
+#include "runtime/fingerprint.h"
 #include "runtime/futex.h"
 #include "runtime/wait_phases.h"
 
@@ -118,6 +119,7 @@ struct RecyclingAllocator {
 struct SlotExchange::SlotHeader {
   std::atomic<uint64_t> stamp;  // k + 1 once exchange k's data is in place.
   uint64_t tag;
+  uint64_t signature;  // ExchangeCall::signature.
   uint64_t bytes;
   char* data() { return reinterpret_cast<char*>(this + 1); }
 };
@@ -127,6 +129,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free,
 // Per rank, on a line of its own: read by peers only while they wait.
 struct SlotExchange::RankFlags {
   std::atomic<uint32_t> aborted;
+  // Once aborted: the first exchange the rank did not finish. Its slot for
+  // that exchange may be written already; peers must not complete from it.
+  std::atomic<uint64_t> abandoned_from;
 };
 
 // The group's one wake-up line, first in the region. A rank that stops
@@ -153,6 +158,7 @@ class SlotExchange::Op final : public RequestState {
   SlotExchange* const owner;
   uint64_t exchange = 0;
   uint64_t tag = 0;
+  uint64_t signature = 0;
   ExchangeInput input;
   ExchangeFinishFn finish = nullptr;
   int first_missing = 0;  // Ranks below it have been seen ready.
@@ -175,7 +181,7 @@ class SlotExchange::Op final : public RequestState {
 };
 
 size_t SlotExchange::RegionBytes(int size, size_t slot_bytes) {
-  static_assert(sizeof(SlotHeader) == 24, "an 8 B contribution shares the "
+  static_assert(sizeof(SlotHeader) == 32, "an 8 B contribution shares the "
                 "stamp's cache line");
   const size_t n = static_cast<size_t>(size);
   return kLine + n * kLine +
@@ -184,7 +190,7 @@ size_t SlotExchange::RegionBytes(int size, size_t slot_bytes) {
 
 SlotExchange::SlotExchange(void* region, int rank, int size,
                            size_t slot_bytes, std::chrono::nanoseconds spin,
-                           ExchangeDriver* driver)
+                           ExchangeDriver* driver, PublishHook on_publish)
     : region_(static_cast<char*>(region)),
       rank_(rank),
       size_(size),
@@ -192,6 +198,7 @@ SlotExchange::SlotExchange(void* region, int rank, int size,
       slot_stride_(RoundUp(sizeof(SlotHeader) + slot_bytes, kLine)),
       spin_(spin),
       driver_(driver),
+      on_publish_(on_publish),
       slots_(2 * static_cast<size_t>(size)) {
   // Every slot's address, by parity then rank: the polls read them for
   // every rank on every call.
@@ -303,6 +310,7 @@ absl::StatusOr<Request> SlotExchange::Start(const ExchangeCall& call) {
   std::shared_ptr<Op> op;
   Completions done;
   bool finished_here = false;
+  bool published = false;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (!aborted_.ok()) {
@@ -319,13 +327,14 @@ absl::StatusOr<Request> SlotExchange::Start(const ExchangeCall& call) {
     // for it); the ones after overlap the line's way to the peer.
     const bool first_in_line = queue_.empty() && !running_;
     if (first_in_line) {
-      Publish(exchange, call.tag, call.input, call.context,
+      Publish(exchange, call.tag, call.signature, call.input, call.context,
               /*release=*/false);
     }
     op =
         std::allocate_shared<Op>(RecyclingAllocator<Op>(), call.deadline, this);
     op->exchange = exchange;
     op->tag = call.tag;
+    op->signature = call.signature;
     op->input = call.input;
     op->finish = call.finish;
     if (call.context_bytes > 0) {
@@ -341,9 +350,14 @@ absl::StatusOr<Request> SlotExchange::Start(const ExchangeCall& call) {
     if (!finished_here) {
       queue_.push_back(op);
       pending_.store(true, std::memory_order_seq_cst);
+      const uint64_t published_before = published_;
       AdvanceLocked(&done);
+      published = published_ != published_before;
     }
+    published |= first_in_line;
   }
+  if (published) Published();
+  LookAgainIfPoked();
   if (finished_here) {
     // Never queued nor handed out: no other thread has seen it.
     op->CompleteUnshared(absl::OkStatus());
@@ -372,42 +386,57 @@ absl::Status SlotExchange::Run(const ExchangeCall& call) {
     exchange = next_exchange_++;
     // The slot first: every instruction before it delays the peers.
     // AwaitRun wakes sleepers.
-    Publish(exchange, call.tag, call.input, call.context, /*release=*/true);
+    Publish(exchange, call.tag, call.signature, call.input, call.context,
+            /*release=*/true);
     running_ = true;
+    running_exchange_ = exchange;
   }
+  Published();
   // Outside the lock: a Start meanwhile queues (AdvanceLocked publishes
   // nothing while running_), and Abort can fail this exchange (it marks
   // this rank aborted, which AwaitRun watches).
-  absl::Status waited = AwaitRun(exchange, call.tag, call.deadline);
+  absl::Status waited =
+      AwaitRun(exchange, call.tag, call.signature, call.deadline);
   const bool ready = waited.ok() && !FlagsOf(rank_)->aborted.load(
                                         std::memory_order_acquire);
   if (ready) Finish(exchange, call.input, call.finish, call.context);
   Completions done;
+  bool published = false;
   {
     std::lock_guard<SpinLock> lock(mu_);
-    running_ = false;
-    if (waited.ok() && !ready) {
-      waited = aborted_;  // Aborted meanwhile, by Abort or a failed Start.
+    if (waited.ok() && (!ready || !aborted_.ok())) {
+      // Aborted meanwhile, by Abort or a failed Start: the peers were told
+      // this exchange is abandoned (MarkAbortedLocked), so it fails here
+      // too, even if its finish ran.
+      waited = aborted_;
     } else if (!waited.ok() && aborted_.ok()) {
       // Out of step, a peer aborted, or the deadline: nothing can finish
       // this exchange, and its slot is published.
-      FailLocked(waited, &done);
+      FailLocked(waited, &done);  // While running_: it names this exchange.
     }
+    running_ = false;
     // What queued behind it, if anything did (usually nothing).
-    if (aborted_.ok() && !queue_.empty()) AdvanceLocked(&done);
+    if (aborted_.ok() && !queue_.empty()) {
+      const uint64_t published_before = published_;
+      AdvanceLocked(&done);
+      published = published_ != published_before;
+    }
   }
+  if (published) Published();
   if (!done.finished.empty() || !done.failed.empty()) Complete(done);
+  LookAgainIfPoked();
   return waited;
 }
 
 absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
-                                    absl::Time deadline) {
+                                    uint64_t signature, absl::Time deadline) {
   int first_missing = 0;
   absl::Status failure;
   const std::atomic<uint32_t>& self_aborted = FlagsOf(rank_)->aborted;
   // True once there is nothing more to wait for.
   auto settled = [&] {
-    return Ready(exchange, tag, &first_missing, &failure) || !failure.ok() ||
+    return Ready(exchange, tag, signature, &first_missing, &failure) ||
+           !failure.ok() ||
            self_aborted.load(std::memory_order_relaxed) != 0;
   };
   // As RequestState::Wait (wait_phases.h): polls, then sleep until a slot
@@ -443,10 +472,11 @@ absl::Status SlotExchange::AwaitRun(uint64_t exchange, uint64_t tag,
 }
 
 void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
-                           const ExchangeInput& input, const void* context,
-                           bool release) {
+                           uint64_t signature, const ExchangeInput& input,
+                           const void* context, bool release) {
   SlotHeader* slot = SlotOf(rank_, exchange);
   slot->tag = tag;
+  slot->signature = signature;
   slot->bytes = input.bytes;
   if (input.bytes > 0) {
     if (input.fill != nullptr) {
@@ -471,11 +501,11 @@ void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
 }
 
 bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
-  return Ready(op.exchange, op.tag, &op.first_missing, failure);
+  return Ready(op.exchange, op.tag, op.signature, &op.first_missing, failure);
 }
 
-bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, int* first_missing,
-                         absl::Status* failure) const {
+bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
+                         int* first_missing, absl::Status* failure) const {
   for (int r = *first_missing; r < size_; ++r) {
     const SlotHeader* slot = SlotOf(r, exchange);
     uint64_t stamp = slot->stamp.load(std::memory_order_seq_cst);
@@ -498,6 +528,22 @@ bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, int* first_missing,
             " (the ranks called collectives in different orders, or chose "
             "different algorithms: every rank needs the same "
             "RELAY_ALGORITHM)"));
+        return false;
+      }
+      if (slot->signature != signature) {
+        *failure = PackedMismatch(
+            absl::StrCat("shared-memory exchange ", exchange), rank_,
+            signature, r, slot->signature);
+        return false;
+      }
+      // A rank that wrote its slot and then aborted before finishing this
+      // exchange has left it: its own request failed, so the peers' must.
+      const RankFlags& flags = *FlagsOf(r);
+      if (flags.aborted.load(std::memory_order_acquire) != 0 &&
+          flags.abandoned_from.load(std::memory_order_relaxed) <= exchange) {
+        *failure = absl::UnavailableError(absl::StrCat(
+            "rank ", r, " aborted before finishing shared-memory exchange ",
+            exchange));
         return false;
       }
       *first_missing = r + 1;
@@ -553,11 +599,22 @@ void SlotExchange::Finish(Op& op) {
   Finish(op.exchange, op.input, op.finish, op.context);
 }
 
+void SlotExchange::MarkAbortedLocked() {
+  uint64_t abandoned_from = next_exchange_;
+  if (running_) abandoned_from = running_exchange_;
+  if (!queue_.empty()) {
+    abandoned_from = std::min(abandoned_from, queue_.front()->exchange);
+  }
+  RankFlags& flags = *FlagsOf(rank_);
+  flags.abandoned_from.store(abandoned_from, std::memory_order_relaxed);
+  flags.aborted.exchange(1, std::memory_order_seq_cst);
+  WakeSleepers();
+}
+
 void SlotExchange::FailLocked(absl::Status failure, Completions* done) {
   aborted_ = failure;
   done->failure = std::move(failure);
-  FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
-  WakeSleepers();
+  MarkAbortedLocked();
   for (auto& op : queue_) done->failed.push_back(std::move(op));
   queue_.clear();
   pending_.store(false, std::memory_order_relaxed);
@@ -570,7 +627,8 @@ void SlotExchange::AdvanceLocked(Completions* done) {
   while (!queue_.empty()) {
     Op& op = *queue_.front();
     if (published_ == op.exchange) {
-      Publish(op.exchange, op.tag, op.input, op.context, /*release=*/false);
+      Publish(op.exchange, op.tag, op.signature, op.input, op.context,
+              /*release=*/false);
     }
     if (!Ready(op, &done->failure)) break;
     Finish(op);
@@ -588,18 +646,38 @@ void SlotExchange::AdvanceLocked(Completions* done) {
 void SlotExchange::Complete(Completions& done) {
   for (auto& op : done.finished) op->Complete(absl::OkStatus());
   for (auto& op : done.failed) op->Complete(done.failure);
+  // A waiter on one of them sleeps on slot writes (Op::Sleep), not on the
+  // request: when another thread finished it, nothing else would wake it.
+  if ((!done.finished.empty() || !done.failed.empty()) &&
+      waiters_asleep_.load(std::memory_order_seq_cst) > 0) {
+    wake()->generation.fetch_add(1, std::memory_order_seq_cst);
+    FutexWakeAll(&wake()->generation, FutexScope::kShared);
+  }
 }
 
 bool SlotExchange::Progress() {
-  if (!pending_.load(std::memory_order_relaxed)) return false;
-  Completions done;
-  {
-    std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;
-    AdvanceLocked(&done);
-  }
-  Complete(done);
-  return !done.finished.empty();
+  if (!pending_.load(std::memory_order_seq_cst)) return false;
+  // Whoever holds mu_ looks at the slots again before it leaves: a slot
+  // written before this call is then seen, whichever thread gets in.
+  poked_.store(true, std::memory_order_seq_cst);
+  bool finished = false;
+  do {
+    Completions done;
+    bool published = false;
+    {
+      std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
+      if (!lock.owns_lock()) return finished;
+      poked_.store(false, std::memory_order_seq_cst);
+      const uint64_t published_before = published_;
+      AdvanceLocked(&done);
+      published = published_ != published_before;
+    }
+    if (published) Published();
+    Complete(done);
+    finished |= !done.finished.empty();
+  } while (poked_.load(std::memory_order_seq_cst) &&
+           pending_.load(std::memory_order_seq_cst));
+  return finished;
 }
 
 void SlotExchange::Abort(absl::Status reason) {
@@ -609,8 +687,7 @@ void SlotExchange::Abort(absl::Status reason) {
     std::lock_guard<SpinLock> lock(mu_);
     if (!aborted_.ok()) return;
     aborted_ = reason;
-    FlagsOf(rank_)->aborted.exchange(1, std::memory_order_seq_cst);
-    WakeSleepers();
+    MarkAbortedLocked();
     queued.swap(queue_);
     pending_.store(false, std::memory_order_relaxed);
   }

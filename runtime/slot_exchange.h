@@ -33,11 +33,17 @@
 // once with Unavailable naming it (a process that dies without aborting is
 // found by the communicator's failure monitor, or the caller's deadline).
 //
-// Progress. Exchanges move only when this rank polls: its requests' Wait
-// and Test, the transport's Progress() (every request of the communicator
-// drives it), and a transport's progress thread, which must keep polling
-// while pending() (a caller may only wait on a future that an OnDone
-// callback completes: torch's DDP does). A Wait that stops polling (more
+// Progress. A posted exchange completes whether or not anyone waits on it
+// (a caller may only register an OnDone callback: torch's DDP does, and so
+// may the C API's users). Exchanges move when this rank polls (its
+// requests' Wait and Test, the transport's Progress()), and otherwise by
+// one of two means the transport provides: a progress thread that keeps
+// polling while pending() (UCX), or, for ranks that are threads of one
+// process, a PublishHook that advances the peers' queues on the thread
+// that wrote a slot (loopback): the last contribution to arrive then
+// finishes every rank's exchange, as the direct algorithm's rendezvous
+// does. Progress() may be called from any thread and never misses a write
+// that happened before it, even when it finds another thread inside. A Wait that stops polling (more
 // ranks than cores) sleeps on a futex in the region, which a rank writing
 // its slot wakes, so a rank that waits for a descheduled peer neither
 // burns the core that peer needs nor oversleeps once it has written.
@@ -133,6 +139,13 @@ struct ExchangeInput {
 // blocking collective's call (bench/results/2026-11-27-small-call-copies.md).
 struct ExchangeCall {
   uint64_t tag = 0;
+  // What the call is, beyond its place in the order (a collective's
+  // Fingerprint::Pack, runtime/fingerprint.h): every rank's slot carries
+  // it, and a rank that finds a peer's differ fails the exchange with
+  // InvalidArgument naming both calls (ranks that disagree on a count
+  // would otherwise read past each other's data). 0 for exchanges that are
+  // not collectives.
+  uint64_t signature = 0;
   ExchangeInput input;
   ExchangeFinishFn finish = nullptr;
   const void* context = nullptr;
@@ -153,6 +166,14 @@ class ExchangeDriver {
   virtual void ExchangeWaiterSleeping() = 0;
 };
 
+// Runs on the thread that wrote this rank's slot, once the exchange's lock
+// is released (it may drive other ranks' exchanges, whose callbacks may
+// start new ones here).
+struct PublishHook {
+  void (*fn)(void* context) = nullptr;
+  void* context = nullptr;
+};
+
 class SlotExchange {
  public:
   // The largest context Start copies.
@@ -165,9 +186,10 @@ class SlotExchange {
   // `region` outlives this object. `spin` is how long a waiter on an
   // exchange polls before yielding its core (RequestState::SpinBudget).
   // `driver`, if not null, outlives this object; waiters poll through it.
+  // `on_publish`, if set, runs after each write of this rank's slot.
   SlotExchange(void* region, int rank, int size, size_t slot_bytes,
                std::chrono::nanoseconds spin,
-               ExchangeDriver* driver = nullptr);
+               ExchangeDriver* driver = nullptr, PublishHook on_publish = {});
   ~SlotExchange();
   SlotExchange(const SlotExchange&) = delete;
   SlotExchange& operator=(const SlotExchange&) = delete;
@@ -181,8 +203,9 @@ class SlotExchange {
   // when the exchanges ahead have finished), `finish` and a copy of
   // `context`. The
   // request completes after `finish` ran on this rank; with Internal if a
-  // peer's slot holds another tag, Unavailable if a peer aborted, or the
-  // abort's reason. InvalidArgument, before anything is written, for more
+  // peer's slot holds another tag, InvalidArgument if it holds another
+  // signature, Unavailable if a peer aborted before finishing this
+  // exchange, or the abort's reason. InvalidArgument, before anything is written, for more
   // than slot_bytes(), bytes with neither data nor fill (or both), a null
   // `finish`, or a context too large.
   absl::StatusOr<Request> Start(const ExchangeCall& call);
@@ -202,9 +225,10 @@ class SlotExchange {
   // the caller's memory once this returns.
   absl::Status Run(const ExchangeCall& call);
 
-  // Advances the queued exchanges as far as the peers allow; never blocks
-  // (returns false at once if another thread is inside). True if an
-  // exchange finished.
+  // Advances the queued exchanges as far as the peers allow; never blocks.
+  // If another thread is inside, returns false at once and that thread
+  // looks again before it leaves, so a slot written before this call is
+  // seen either way. True if an exchange finished here.
   bool Progress();
 
   // Whether exchanges are queued (a progress thread's cue to keep calling
@@ -272,14 +296,25 @@ class SlotExchange {
   // Run's wait for its exchange's slots; OK once every rank's holds
   // `exchange` (or this rank has been aborted: the caller asks aborted_).
   // Wakes sleepers for Run's stamp after its first few polls.
-  absl::Status AwaitRun(uint64_t exchange, uint64_t tag, absl::Time deadline);
+  absl::Status AwaitRun(uint64_t exchange, uint64_t tag, uint64_t signature,
+                        absl::Time deadline);
+  // After this rank's slot was written, with mu_ released.
+  void Published() {
+    if (on_publish_.fn != nullptr) on_publish_.fn(on_publish_.context);
+  }
+  // After a section under mu_ that advanced the queue: another thread's
+  // Progress may have found the lock taken meanwhile and left the look to
+  // this one.
+  void LookAgainIfPoked() {
+    if (poked_.load(std::memory_order_seq_cst)) Progress();
+  }
   // Writes this rank's slot for `exchange` (the next one to publish).
   // `context` is what `input.fill` reads. The stamp is a seq_cst exchange
   // and sleepers are woken at once; or, with `release` (Run), a release
   // store, and the caller wakes them soon after with
   // WakeSleepersAfterReleaseStamp (a peer may sleep on this stamp).
-  void Publish(uint64_t exchange, uint64_t tag, const ExchangeInput& input,
-               const void* context, bool release);
+  void Publish(uint64_t exchange, uint64_t tag, uint64_t signature,
+               const ExchangeInput& input, const void* context, bool release);
   void WakeSleepersAfterReleaseStamp();
   // Exchanges AdvanceLocked ended, completed after mu_ is released (a
   // completion callback may start the next exchange).
@@ -291,13 +326,13 @@ class SlotExchange {
   // With mu_ held: publishes and finishes queued exchanges, oldest first,
   // as far as the peers allow.
   void AdvanceLocked(Completions* done);
-  static void Complete(Completions& done);
+  void Complete(Completions& done);
   // True when every rank's slot holds exchange `exchange` (tagged `tag`).
   // False while some rank's does not yet, and then `*failure` is set if it
   // never will (the rank aborted, or is out of step). Ranks below
   // `*first_missing` were seen ready already; it moves past those seen now.
-  bool Ready(uint64_t exchange, uint64_t tag, int* first_missing,
-             absl::Status* failure) const;
+  bool Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
+             int* first_missing, absl::Status* failure) const;
   bool Ready(Op& op, absl::Status* failure) const;
   // Runs `finish` on every rank's contribution to `exchange`, this rank's
   // from `own` where it has data (ExchangeFinishFn says why).
@@ -308,6 +343,10 @@ class SlotExchange {
   // marks this rank aborted for its peers and fails every queued exchange
   // into `done`.
   void FailLocked(absl::Status failure, Completions* done);
+  // With mu_ held: tells the peers this rank stops here (its aborted flag,
+  // and the first exchange it leaves unfinished, which then fails for them
+  // too rather than completing from the slot it already wrote).
+  void MarkAbortedLocked();
 
   char* const region_;
   const int rank_;
@@ -316,6 +355,7 @@ class SlotExchange {
   const size_t slot_stride_;
   const std::chrono::nanoseconds spin_;
   ExchangeDriver* const driver_;
+  const PublishHook on_publish_;
   // SlotOf's answers: parity * size + rank.
   absl::FixedArray<SlotHeader*> slots_;
 
@@ -328,11 +368,16 @@ class SlotExchange {
   // may be published until it is (AdvanceLocked waits), and another Run
   // queues as Start would.
   bool running_ = false;
+  uint64_t running_exchange_ = 0;  // The Run's exchange, while running_.
   absl::Status aborted_;    // Not OK once Abort ran.
-  // Lock-free hint for Progress(): queue_ is not empty.
-  std::atomic<bool> pending_{false};
+  // Lock-free hint for Progress(): queue_ is not empty. A line of its own:
+  // peers' threads read it after every slot they write (PublishHook), and
+  // mu_'s line changes hands on every call.
+  alignas(64) std::atomic<bool> pending_{false};
+  // Set by a Progress() that found mu_ taken; the holder looks again.
+  std::atomic<bool> poked_{false};
   // Requests' Waits asleep in SleepUntilWritten (waiter_asleep()).
-  std::atomic<int> waiters_asleep_{0};
+  alignas(64) std::atomic<int> waiters_asleep_{0};
 };
 
 }  // namespace relay

@@ -153,6 +153,9 @@ class Transport {
   // messages: the allocator's per-thread caches drain into a lock).
   // InvalidArgument for a record too large or null, a null `combine`, or
   // `parts` outside [1, kMaxRendezvousParts].
+  // `signature` is what the call is (a collective's Fingerprint::Pack):
+  // when the ranks' differ, no combine runs and every rank's request fails
+  // with InvalidArgument naming two of them and their calls.
   static constexpr size_t kMaxRendezvousRecord = 128;
   static constexpr size_t kMaxRendezvousParts = 4096;
   using CombineFn = void (*)(absl::Span<const void* const> records,
@@ -160,9 +163,10 @@ class Transport {
   virtual absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
                                              size_t record_bytes,
                                              CombineFn combine, size_t parts,
-                                             absl::Time deadline) {
+                                             absl::Time deadline,
+                                             uint64_t signature = 0) {
     (void)tag, (void)record, (void)record_bytes, (void)combine, (void)parts,
-        (void)deadline;
+        (void)deadline, (void)signature;
     return absl::UnimplementedError(
         absl::StrCat(name(), " has no shared-address-space rendezvous"));
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -454,6 +455,173 @@ absl::Status RunConformanceCaseOnRank(const ConformanceCase& c,
         comm.size()));
   }
   return RunOneRank(c, comm, AllInputs(c), arrivals);
+}
+
+}  // namespace relay
+
+namespace relay {
+namespace {
+
+// One all_reduce of RunCallbackProgressCaseOnRank: its buffers, and what
+// its callback found.
+struct CallbackOp {
+  std::string name;
+  std::vector<float> send, recv;
+  float rank_sum = 0;  // The sum over ranks of (rank + 1) * scale.
+  bool done = false;
+  absl::Status status;
+};
+
+// Rank r's element i: (r + 1) * scale * (i % 7 + 1), small integers that
+// float32 sums exactly, different at every position and on every rank.
+std::vector<float> CallbackInput(int rank, size_t count, float scale) {
+  std::vector<float> v(count);
+  for (size_t i = 0; i < count; ++i) {
+    v[i] = static_cast<float>(rank + 1) * scale * static_cast<float>(i % 7 + 1);
+  }
+  return v;
+}
+
+absl::Status CheckCallbackOp(const CallbackOp& op) {
+  RELAY_RETURN_IF_ERROR(op.status);
+  for (size_t i = 0; i < op.recv.size(); ++i) {
+    const float want = op.rank_sum * static_cast<float>(i % 7 + 1);
+    if (op.recv[i] != want) {
+      return absl::InternalError(absl::StrCat(op.name, ": element ", i, " is ",
+                                              op.recv[i], ", expected ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunCallbackProgressCaseOnRank(Communicator& comm,
+                                           absl::Duration timeout) {
+  RELAY_ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> half,
+      comm.Split(comm.rank() % 2, comm.rank(), CollectiveOptions{timeout}));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<CallbackOp>> ops;
+  const absl::Time deadline = absl::Now() + timeout;
+
+  // Posts every all_reduce of one communicator, callbacks only; `tag`
+  // names the communicator and sets the scale, so the two differ.
+  auto post_all = [&](Communicator& c, const char* tag,
+                      float scale) -> absl::Status {
+    const TransportCapabilities caps = c.capabilities();
+    std::vector<Algorithm> algorithms = {Algorithm::kAuto, Algorithm::kRing,
+                                         Algorithm::kRecursiveDoubling};
+    if (caps.exchange_bytes > 0) algorithms.push_back(Algorithm::kShm);
+    if (caps.shared_address_space) algorithms.push_back(Algorithm::kDirect);
+    float rank_sum = 0;
+    for (int r = 0; r < c.size(); ++r) rank_sum += static_cast<float>(r + 1);
+    for (Algorithm algorithm : algorithms) {
+      for (size_t count : {size_t{1}, size_t{256}, size_t{70000}}) {
+        auto op = std::make_unique<CallbackOp>();
+        op->name = absl::StrCat(tag, " all_reduce(", AlgorithmName(algorithm),
+                                ", ", count, " floats)");
+        op->send = CallbackInput(c.rank(), count, scale);
+        op->recv.assign(count, -1.0f);
+        op->rank_sum = rank_sum * scale;
+        CollectiveOptions options;
+        options.algorithm = algorithm;
+        options.timeout = timeout;
+        RELAY_ASSIGN_OR_RETURN(
+            Request request,
+            c.AllReduce(ConstBuffer::Of(op->send), Buffer::Of(op->recv),
+                        ReduceOp::kSum, options));
+        CallbackOp* raw = op.get();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ops.push_back(std::move(op));
+        }
+        request.OnDone([&mu, &cv, raw](absl::Status status) {
+          std::lock_guard<std::mutex> lock(mu);
+          raw->status = std::move(status);
+          raw->done = true;
+          cv.notify_all();
+        });
+      }
+    }
+    return absl::OkStatus();
+  };
+  // A blocking call behind the posted ones, then one waited on: neither
+  // may depend on this rank driving what it posted before.
+  auto blocking_then_waited = [&](Communicator& c, float scale,
+                                  const char* tag) -> absl::Status {
+    CollectiveOptions options;
+    options.timeout = timeout;
+    if (c.capabilities().exchange_bytes > 0) options.algorithm = Algorithm::kShm;
+    CallbackOp blocking{absl::StrCat(tag, " blocking all_reduce")};
+    blocking.send = CallbackInput(c.rank(), 64, scale);
+    blocking.recv.assign(64, -1.0f);
+    for (int r = 0; r < c.size(); ++r) {
+      blocking.rank_sum += static_cast<float>(r + 1) * scale;
+    }
+    blocking.status = c.RunAllReduce(ConstBuffer::Of(blocking.send),
+                                     Buffer::Of(blocking.recv), ReduceOp::kSum,
+                                     options);
+    RELAY_RETURN_IF_ERROR(CheckCallbackOp(blocking));
+    CallbackOp waited = blocking;
+    waited.name = absl::StrCat(tag, " waited all_reduce");
+    waited.recv.assign(64, -1.0f);
+    options.algorithm = Algorithm::kAuto;
+    RELAY_ASSIGN_OR_RETURN(
+        Request request, c.AllReduce(ConstBuffer::Of(waited.send),
+                                     Buffer::Of(waited.recv), ReduceOp::kSum,
+                                     options));
+    waited.status = request.Wait();
+    return CheckCallbackOp(waited);
+  };
+
+  Communicator* first = &comm;
+  Communicator* second = half.get();
+  const char* first_tag = "world";
+  const char* second_tag = "half";
+  if (comm.rank() % 2 == 1) {
+    std::swap(first, second);
+    std::swap(first_tag, second_tag);
+  }
+  const float first_scale = first == &comm ? 1.0f : 3.0f;
+  const float second_scale = first == &comm ? 3.0f : 1.0f;
+  auto all_done = [&] {
+    return std::all_of(ops.begin(), ops.end(),
+                       [](const auto& op) { return op->done; });
+  };
+  absl::Status status = [&]() -> absl::Status {
+    RELAY_RETURN_IF_ERROR(post_all(*first, first_tag, first_scale));
+    RELAY_RETURN_IF_ERROR(post_all(*second, second_tag, second_scale));
+    RELAY_RETURN_IF_ERROR(
+        blocking_then_waited(*second, second_scale, second_tag));
+    RELAY_RETURN_IF_ERROR(
+        blocking_then_waited(*first, first_scale, first_tag));
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now()),
+                     all_done)) {
+      std::string missing;
+      for (const auto& op : ops) {
+        if (!op->done) {
+          absl::StrAppend(&missing, missing.empty() ? "" : "; ", op->name);
+        }
+      }
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", comm.rank(), ": no callback within ",
+          absl::FormatDuration(timeout), " for: ", missing));
+    }
+    for (const auto& op : ops) RELAY_RETURN_IF_ERROR(CheckCallbackOp(*op));
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) {
+    // The callbacks hold this frame's buffers and lock: end every request
+    // before the frame goes.
+    half->Abort(status).IgnoreError();
+    comm.Abort(status).IgnoreError();
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(30), all_done);
+  }
+  return status;
 }
 
 }  // namespace relay

@@ -136,6 +136,21 @@ absl::Status RunConformanceCasesOnOneGroup(
     const CommunicatorOptions& options, const RankSetup& setup,
     std::vector<std::string>* failures);
 
+// The progress guarantee (runtime/transport.h: a posted operation completes
+// whether or not anyone waits on it), on this rank of `comm`, which every
+// rank of the group calls together. It splits `comm` in two halves (even
+// and odd ranks) and, on both communicators, posts an all_reduce for each
+// size and algorithm this transport runs on host memory (auto, shm,
+// direct, ring, recursive doubling), then a blocking RunAllReduce on the
+// shm algorithm where there is one, then one more all_reduce that it
+// waits on: ranks post on the two communicators in opposite orders
+// (even ranks the world's first), and only callbacks (OnDone) complete the
+// first ones. Every result is checked element by element (non-uniform
+// inputs). Fails with the first wrong value or with DeadlineExceeded naming
+// the operations whose callbacks never ran within `timeout`.
+absl::Status RunCallbackProgressCaseOnRank(Communicator& comm,
+                                           absl::Duration timeout);
+
 template <typename ParamInfo>
 std::string ConformanceCaseName(const ParamInfo& info) {
   return info.param.Name();

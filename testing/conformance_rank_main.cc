@@ -138,6 +138,21 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  // The progress guarantee: operations on two communicators completed by
+  // callbacks alone (host memory; the device path has its own suite).
+  const bool callback_case =
+      caps.host_memory && (filter.empty() ||
+                           absl::StrContains("callback_progress", filter));
+  if (callback_case && failed == 0) {
+    absl::Status s =
+        RunCallbackProgressCaseOnRank(**comm, absl::Seconds(timeout_s));
+    if (!s.ok()) {
+      ++failed;
+      std::printf("rank %d: FAILED callback_progress: %s\n", rank,
+                  std::string(s.ToString()).c_str());
+      std::fflush(stdout);
+    }
+  }
   // Nobody leaves while a peer may still need its last messages: a send
   // that completed has left this rank's buffer, not necessarily arrived.
   if (absl::StatusOr<Request> last = (*comm)->Barrier(); last.ok()) {
@@ -146,7 +161,8 @@ int Main(int argc, char** argv) {
       ++failed;
     }
   }
-  std::printf("rank %d: %zu cases, %d failed\n", rank, cases.size(), failed);
+  std::printf("rank %d: %zu cases, %d failed\n", rank,
+              cases.size() + (callback_case ? 1 : 0), failed);
   std::fflush(stdout);
   // Rank 0 hosts the store: it leaves only after everyone is done with it.
   if (absl::Status s = (*store)->Set(absl::StrCat("done/", rank), "1"); s.ok() &&

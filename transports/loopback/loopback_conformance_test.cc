@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "testing/conformance.h"
 #include "testing/host_stream_ops.h"
+#include "testing/rank_harness.h"
 #include "transports/loopback/loopback_transport.h"
 
 namespace relay {
@@ -59,6 +60,20 @@ TEST(LoopbackDirectSplitCasesTest, EveryCaseSplits) {
   for (const ConformanceCase& c : cases) {
     EXPECT_GT(DirectParts(c.kind, c.count * DataTypeSize(c.dtype), c.size), 1u)
         << c.Name();
+  }
+}
+
+// The progress guarantee (testing/conformance.h): every algorithm's
+// all_reduce on two communicators, completed by callbacks alone, posted and
+// waited in orders that differ by rank.
+TEST(LoopbackCallbackProgressTest, CompletesWithoutWaiters) {
+  static LoopbackTransportFactory factory;
+  static ScheduleEngine engine;
+  for (int size : {2, 3, 4}) {
+    absl::Status status = RunRanks(size, factory, engine, [](Communicator& c) {
+      return RunCallbackProgressCaseOnRank(c, absl::Seconds(10));
+    });
+    EXPECT_TRUE(status.ok()) << size << " ranks: " << status;
   }
 }
 

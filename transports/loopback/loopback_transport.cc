@@ -15,12 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/fixed_array.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/fingerprint.h"
 #include "runtime/spin_lock.h"
 #include "runtime/status_macros.h"
 #include "transports/loopback/device_messages.h"
@@ -153,7 +155,10 @@ class LoopbackFabric {
         // shm algorithm touches are ever backed (most groups never use it).
         exchange_region_(mmap(nullptr, exchange_region_bytes_,
                               PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) {}
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)),
+        exchanges_(static_cast<size_t>(size)) {
+    for (std::atomic<SlotExchange*>& at : exchanges_) at.store(nullptr);
+  }
 
   ~LoopbackFabric() {
     if (exchange_region_ != MAP_FAILED) {
@@ -168,6 +173,47 @@ class LoopbackFabric {
   // mapped (then Exchange is not offered).
   void* exchange_region() const {
     return exchange_region_ == MAP_FAILED ? nullptr : exchange_region_;
+  }
+
+  // `rank`'s SlotExchange over exchange_region(), made by its transport
+  // once and kept until the fabric goes: a peer's thread may be inside it
+  // (DriveExchanges) while that transport is destroyed, which aborts it.
+  SlotExchange* MakeExchange(int rank, std::chrono::nanoseconds spin) {
+    auto exchange = std::make_unique<SlotExchange>(
+        exchange_region(), rank, size_, kLoopbackExchangeBytes, spin,
+        /*driver=*/nullptr, PublishHook{&DriveExchangesOf, this});
+    SlotExchange* made = exchange.get();
+    std::lock_guard<std::mutex> lock(exchanges_mu_);
+    owned_exchanges_.push_back(std::move(exchange));
+    exchanges_[static_cast<size_t>(rank)].store(made,
+                                                std::memory_order_release);
+    return made;
+  }
+
+  // A rank wrote its slot: advances every rank's queued exchanges, on this
+  // thread, until none moves. No rank has a progress thread, so without
+  // this an exchange whose rank does not poll (it registered an OnDone
+  // callback, or waits on another request) would never finish; with it the
+  // last contribution to arrive finishes every rank's exchange, as the
+  // direct algorithm's last arrival runs its combine. Callbacks it runs may
+  // start exchanges, whose hook only asks the loop here to go round again.
+  void DriveExchanges() {
+    for (const DriveFrame* f = drive_frames; f != nullptr; f = f->outer) {
+      if (f->fabric == this) {
+        f->again = true;
+        return;
+      }
+    }
+    DriveFrame frame{this, false, drive_frames};
+    drive_frames = &frame;
+    do {
+      frame.again = false;
+      for (std::atomic<SlotExchange*>& at : exchanges_) {
+        SlotExchange* exchange = at.load(std::memory_order_acquire);
+        if (exchange != nullptr && exchange->pending()) exchange->Progress();
+      }
+    } while (frame.again);
+    drive_frames = frame.outer;
   }
 
   // Sender side: match the oldest receive `dst` posted for (src, tag), or
@@ -216,10 +262,12 @@ class LoopbackFabric {
   // part completes every request (or hands it to its polling rank). The
   // work counts in rendezvous_running_, so an Abort waits until it is over.
   void Rendezvous(int rank, Tag tag, const void* record, size_t record_bytes,
-                  Transport::CombineFn combine, size_t parts,
-                  std::shared_ptr<LoopbackRequest> request) {
+                  uint64_t signature, Transport::CombineFn combine,
+                  size_t parts, std::shared_ptr<LoopbackRequest> request) {
     std::unique_ptr<Gathering> single;  // All arrived, one part.
     Gathering* split = nullptr;         // All arrived, in working_.
+    std::unique_ptr<Gathering> mismatched;  // All arrived, calls differ.
+    absl::Status mismatch;
     absl::Status lost;  // Completed outside the lock (callbacks may abort).
     {
       // One critical section for the check and the arrival, so an Abort's
@@ -247,28 +295,48 @@ class LoopbackFabric {
         Gathering& g = **open;
         Gathering::Arrival& a = g.arrivals[rank];
         std::memcpy(a.record, record, record_bytes);
+        a.signature = signature;
         a.request = std::move(request);
         if (++g.arrived < size()) return;
-        g.combine = combine;
-        g.parts = parts;
-        g.next_part = 0;
-        g.parts_done.store(0, std::memory_order_relaxed);
-        if (parts == 1) {
-          // Small collectives: no list, no claims, no other thread involved.
-          single = std::move(*open);
+        // The records meet here anyway: ranks that disagree on the call
+        // fail before anything reads past a shorter buffer.
+        mismatch = g.Mismatch();
+        if (!mismatch.ok()) {
+          mismatched = std::move(*open);
         } else {
-          split = open->get();
-          working_.push_back(std::move(*open));
-          working_count_.fetch_add(1, std::memory_order_release);
+          g.combine = combine;
+          g.parts = parts;
+          g.next_part = 0;
+          g.parts_done.store(0, std::memory_order_relaxed);
+          if (parts == 1) {
+            // Small collectives: no list, no claims, no other thread
+            // involved.
+            single = std::move(*open);
+          } else {
+            split = open->get();
+            working_.push_back(std::move(*open));
+            working_count_.fetch_add(1, std::memory_order_release);
+          }
+          // On this lock's cache line, which this thread holds now.
+          rendezvous_running_.fetch_add(1, std::memory_order_relaxed);
         }
         *open = std::move(gatherings_.back());
         gatherings_.pop_back();
-        // On this lock's cache line, which this thread holds now.
-        rendezvous_running_.fetch_add(1, std::memory_order_relaxed);
       }
     }
     if (!lost.ok()) {
       request->Complete(std::move(lost));
+      return;
+    }
+    if (mismatched != nullptr) {
+      for (Gathering::Arrival& a : mismatched->arrivals) {
+        a.request->Complete(mismatch);
+      }
+      mismatched->Clear();
+      std::lock_guard<SpinLock> lock(rendezvous_mu_);
+      if (spare_gatherings_.size() < kSpareGatherings) {
+        spare_gatherings_.push_back(std::move(mismatched));
+      }
       return;
     }
     if (single != nullptr) {
@@ -554,9 +622,20 @@ class LoopbackFabric {
     // cache line or two.
     struct Arrival {
       alignas(16) char record[Transport::kMaxRendezvousRecord];
+      uint64_t signature = 0;  // Rendezvous's.
       std::shared_ptr<LoopbackRequest> request;
       DoneCallbacks callbacks;  // Filled when it completes.
     };
+    // InvalidArgument naming two ranks whose signatures differ, if any.
+    absl::Status Mismatch() const {
+      for (size_t r = 1; r < arrivals.size(); ++r) {
+        if (arrivals[r].signature != arrivals[0].signature) {
+          return PackedMismatch("direct rendezvous", 0, arrivals[0].signature,
+                                static_cast<int>(r), arrivals[r].signature);
+        }
+      }
+      return absl::OkStatus();
+    }
     explicit Gathering(int size) : arrivals(size), records(size) {
       for (int r = 0; r < size; ++r) records[r] = arrivals[r].record;
     }
@@ -782,8 +861,25 @@ class LoopbackFabric {
   std::vector<std::unique_ptr<Gathering>> spare_gatherings_;
   const size_t exchange_region_bytes_;
   void* const exchange_region_;
+  // By rank, null until its transport made it (MakeExchange).
+  absl::FixedArray<std::atomic<SlotExchange*>> exchanges_;
+  std::mutex exchanges_mu_;
+  std::vector<std::unique_ptr<SlotExchange>> owned_exchanges_;
+  // DriveExchanges under way on this thread, innermost first.
+  struct DriveFrame {
+    const LoopbackFabric* fabric;
+    mutable bool again;
+    const DriveFrame* outer;
+  };
+  static thread_local const DriveFrame* drive_frames;
+  static void DriveExchangesOf(void* fabric) {
+    static_cast<LoopbackFabric*>(fabric)->DriveExchanges();
+  }
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
+
+thread_local const LoopbackFabric::DriveFrame* LoopbackFabric::drive_frames =
+    nullptr;
 
 bool LoopbackRequest::Progress() {
   return CompleteIfReady() || end_->fabric->Progress(end_->rank);
@@ -803,11 +899,12 @@ LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric,
       options_(options),
       exchange_(fabric->exchange_region() == nullptr
                     ? nullptr
-                    : std::make_unique<SlotExchange>(
-                          fabric->exchange_region(), rank, fabric->size(),
-                          kLoopbackExchangeBytes, end_->spin_budget)) {}
+                    : fabric->MakeExchange(rank, end_->spin_budget)) {}
 
 LoopbackTransport::~LoopbackTransport() {
+  if (exchange_ != nullptr) {
+    exchange_->Abort(absl::CancelledError("the exchange was destroyed"));
+  }
   fabric_->Abort(rank_, absl::CancelledError("loopback transport destroyed"));
 }
 
@@ -964,10 +1061,11 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
                                                       size_t record_bytes,
                                                       CombineFn combine,
                                                       size_t parts,
-                                                      absl::Time deadline) {
+                                                      absl::Time deadline,
+                                                      uint64_t signature) {
   if (!options_.shared_address_space) {
     return Transport::Rendezvous(tag, record, record_bytes, combine, parts,
-                                 deadline);
+                                 deadline, signature);
   }
   if (combine == nullptr) {
     return absl::InvalidArgumentError("Rendezvous: null combine function");
@@ -985,8 +1083,8 @@ absl::StatusOr<Request> LoopbackTransport::Rendezvous(Tag tag,
         kMaxRendezvousRecord, " bytes, not null)"));
   }
   auto request = std::make_shared<LoopbackRequest>(deadline, end_);
-  fabric_->Rendezvous(rank_, tag, record, record_bytes, combine, parts,
-                      request);
+  fabric_->Rendezvous(rank_, tag, record, record_bytes, signature, combine,
+                      parts, request);
   return Request(std::move(request));
 }
 

@@ -99,8 +99,8 @@ class LoopbackTransport final : public Transport {
   bool Progress() override;
   absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
                                      size_t record_bytes, CombineFn combine,
-                                     size_t parts,
-                                     absl::Time deadline) override;
+                                     size_t parts, absl::Time deadline,
+                                     uint64_t signature = 0) override;
   absl::StatusOr<Request> Exchange(const ExchangeCall& call) override;
   absl::Status RunExchange(const ExchangeCall& call) override;
   void Abort(absl::Status reason) override;
@@ -116,9 +116,9 @@ class LoopbackTransport final : public Transport {
   const int rank_;
   const std::shared_ptr<const LoopbackRankEnd> end_;  // For requests.
   const LoopbackOptions options_;
-  // Over the fabric's exchange region; declared after fabric_, so it goes
-  // first.
-  const std::unique_ptr<SlotExchange> exchange_;
+  // Kept by the fabric (LoopbackFabric::MakeExchange); null where the
+  // fabric has no exchange region.
+  SlotExchange* const exchange_;
 };
 
 class LoopbackTransportFactory final : public TransportFactory {
