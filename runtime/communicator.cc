@@ -416,7 +416,25 @@ absl::Status Communicator::CheckAgreement(const CollectiveArgs& args) {
   for (int r = 0; r < size_; ++r) keys.push_back(key(args.sequence, r));
   const absl::Duration timeout =
       std::max(absl::ZeroDuration(), args.deadline - FastNow());
-  absl::StatusOr<std::vector<std::string>> all = store_->MultiGet(keys, timeout);
+  // In slices, so that an Abort from another thread ends the wait within
+  // one (the store's wait cannot be interrupted).
+  constexpr absl::Duration kAbortSlice = absl::Milliseconds(50);
+  absl::StatusOr<std::vector<std::string>> all;
+  while (true) {
+    const absl::Duration left =
+        std::max(absl::ZeroDuration(), args.deadline - FastNow());
+    all = store_->MultiGet(keys, std::min(left, kAbortSlice));
+    if (all.ok() || !absl::IsDeadlineExceeded(all.status()) ||
+        left <= kAbortSlice) {
+      break;
+    }
+    if (abort_->set.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(abort_->mu);
+      return absl::CancelledError(absl::StrCat(
+          CollectiveName(args.kind), " #", args.sequence,
+          ": aborted during the mismatch check: ", abort_->reason.message()));
+    }
+  }
   if (!all.ok()) {
     if (!absl::IsDeadlineExceeded(all.status())) return all.status();
     std::vector<int> ranks(size_);
@@ -512,10 +530,17 @@ absl::Status Communicator::ValidatePeer(int peer) const {
 namespace {
 
 absl::Status ValidateUserTag(int64_t tag, const TransportCapabilities& caps) {
+  // One limit on every transport (kMaxUserTag); a transport that carries
+  // less than it is a bug, not the caller's error.
   const int64_t max = std::min(kMaxUserTag, caps.max_user_tag);
-  if (tag < 0 || tag > max) {
+  if (tag < 0 || tag > kMaxUserTag) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tag ", tag, " is out of range [0, ", max, "]"));
+        absl::StrCat("tag ", tag, " is out of range [0, ", kMaxUserTag, "]"));
+  }
+  if (tag > max) {
+    return absl::InternalError(absl::StrCat(
+        "tag ", tag, ": the transport carries tags up to ", max,
+        ", below relay's kMaxUserTag"));
   }
   return absl::OkStatus();
 }

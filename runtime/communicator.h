@@ -181,7 +181,8 @@ class Communicator {
                              Buffer recv, ReduceOp op, int root,
                              const CollectiveOptions& options = {});
 
-  // Point-to-point; 0 <= tag <= kMaxUserTag.
+  // Point-to-point; 0 <= tag <= kMaxUserTag (2^43 - 1, runtime/tag.h) on
+  // every transport, else InvalidArgument.
   absl::StatusOr<Request> Send(ConstBuffer data, int peer, int64_t tag = 0,
                                const CollectiveOptions& options = {});
   absl::StatusOr<Request> Recv(Buffer data, int peer, int64_t tag = 0,

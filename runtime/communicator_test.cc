@@ -54,15 +54,15 @@ CollectiveOptions WithTimeout(absl::Duration timeout) {
   return options;
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Make(int rank, int size,
-                                                   std::shared_ptr<Store> store,
-                                                   std::string transport = "") {
+absl::StatusOr<std::unique_ptr<Communicator>> Make(
+    int rank, int size, std::shared_ptr<Store> store, std::string transport = "",
+    CommunicatorOptions options = TestOptions()) {
   CommunicatorConfig config;
   config.rank = rank;
   config.size = size;
   config.store = std::move(store);
   config.transport = std::move(transport);
-  config.options = TestOptions();
+  config.options = options;
   return CreateCommunicator(config);
 }
 
@@ -94,12 +94,14 @@ class ThreadBarrier {
 
 // Runs `body` on `size` threads, each with its own communicator of one group
 // over a fresh store; every communicator is destroyed before this returns.
-void RunGroup(int size, const std::function<void(Communicator&)>& body) {
+void RunGroup(int size, const std::function<void(Communicator&)>& body,
+              CommunicatorOptions options = TestOptions()) {
   auto store = std::make_shared<InMemoryStore>();
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = Make(r, size, store);
+      absl::StatusOr<std::unique_ptr<Communicator>> comm =
+          Make(r, size, store, "", options);
       ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status();
       ASSERT_EQ((*comm)->rank(), r);
       ASSERT_EQ((*comm)->size(), size);
@@ -526,8 +528,20 @@ TEST(CommunicatorTest, CollectiveMissingARankTimesOutThenAborts) {
 TEST(CommunicatorTest, AbortCancelsAPendingShmCollective) {
   ThreadBarrier barrier(2);
   RunGroup(2, [&](Communicator& comm) {
-    if (comm.rank() == 1) {  // Never calls the collective.
+    if (comm.rank() == 1) {
+      // Calls the matching collective only once rank 0 has aborted: rank
+      // 0's slot holds its contribution, but its request was cancelled, so
+      // this one must fail too (it returned OK with rank 0's data).
       EXPECT_TRUE(barrier.Arrive());
+      std::vector<float> in = Values(1, 16), out(16, 0.0f);
+      CollectiveOptions options;
+      options.algorithm = Algorithm::kShm;
+      absl::StatusOr<Request> r = comm.AllReduce(
+          ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum, options);
+      ASSERT_TRUE(r.ok()) << r.status();
+      const absl::Status s = r->Wait(kProbeWait);
+      EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+      EXPECT_THAT(std::string(s.message()), HasSubstr("rank 0")) << s;
       return;
     }
     std::vector<float> in = Values(0, 16), out(16, 0.0f);
@@ -676,6 +690,35 @@ TEST(CommunicatorTest, AbortEndsABlockingCallPromptly) {
   });
 }
 
+// The same with the fingerprint check on: a call blocked in the check (its
+// peer never comes) ends with Cancelled soon after Abort, not at its
+// timeout.
+TEST(CommunicatorTest, AbortEndsACallBlockedInTheMismatchCheck) {
+  CommunicatorOptions options = TestOptions();
+  options.check_level = CheckLevel::kFingerprint;
+  ThreadBarrier barrier(2);
+  RunGroup(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {  // Never calls the collective.
+      EXPECT_TRUE(barrier.Arrive());
+      return;
+    }
+    std::vector<float> in = Values(0, 16), out(16, 0.0f);
+    absl::Time aborted_at;
+    std::thread aborter([&] {
+      absl::SleepFor(absl::Milliseconds(100));  // In the check by now.
+      aborted_at = absl::Now();
+      EXPECT_TRUE(comm.Abort().ok());
+    });
+    absl::Status s = comm.RunAllReduce(ConstBuffer::Of(in), Buffer::Of(out),
+                                       ReduceOp::kSum, WithTimeout(kWait));
+    const absl::Time returned = absl::Now();
+    aborter.join();
+    EXPECT_TRUE(absl::IsCancelled(s)) << s;
+    EXPECT_LT(returned - aborted_at, absl::Milliseconds(200));
+    EXPECT_TRUE(barrier.Arrive());
+  }, options);
+}
+
 // Verifies that a peer's abort fails a blocked Recv with Unavailable naming it.
 TEST(CommunicatorTest, PeerAbortIsUnavailableNamingTheRank) {
   ThreadBarrier barrier(2);
@@ -752,6 +795,26 @@ TEST(CommunicatorTest, AbortLeavesBuffersAloneOnceItReturns) {
 // Point-to-point.
 
 // Verifies that 100 messages on one pair and tag arrive in the order sent.
+// One tag limit on every transport (UCX carries 2^43 - 1): loopback takes
+// kMaxUserTag and refuses one more, as UCX does.
+TEST(CommunicatorTest, TheLargestTagIsTheSameOnEveryTransport) {
+  static_assert(kMaxUserTag == (int64_t{1} << 43) - 1);
+  RunGroup(2, [&](Communicator& comm) {
+    std::vector<float> data = Values(0, 4), got(4, -1.0f);
+    absl::StatusOr<Request> r =
+        comm.rank() == 0 ? comm.Send(ConstBuffer::Of(data), 1, kMaxUserTag)
+                         : comm.Recv(Buffer::Of(got), 0, kMaxUserTag);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->Wait(kWait).ok());
+    if (comm.rank() == 1) {
+      EXPECT_EQ(got, data);
+    }
+    absl::StatusOr<Request> over =
+        comm.Send(ConstBuffer::Of(data), 1 - comm.rank(), kMaxUserTag + 1);
+    EXPECT_EQ(over.status().code(), absl::StatusCode::kInvalidArgument);
+  });
+}
+
 TEST(CommunicatorTest, MessagesOnOneTagArriveInOrder) {
   constexpr int kMessages = 100;
   auto size_of = [](int k) { return static_cast<size_t>(1 + k % 7); };

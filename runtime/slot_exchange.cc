@@ -504,6 +504,21 @@ bool SlotExchange::Ready(Op& op, absl::Status* failure) const {
   return Ready(op.exchange, op.tag, op.signature, &op.first_missing, failure);
 }
 
+void SlotExchange::PreferMismatch(uint64_t exchange, uint64_t tag,
+                                  uint64_t signature,
+                                  absl::Status* failure) const {
+  for (int r = 0; r < size_; ++r) {
+    const SlotHeader* slot = SlotOf(r, exchange);
+    if (slot->stamp.load(std::memory_order_acquire) == exchange + 1 &&
+        slot->tag == tag && slot->signature != signature) {
+      *failure = PackedMismatch(
+          absl::StrCat("shared-memory exchange ", exchange), rank_, signature,
+          r, slot->signature);
+      return;
+    }
+  }
+}
+
 bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
                          int* first_missing, absl::Status* failure) const {
   for (int r = *first_missing; r < size_; ++r) {
@@ -544,6 +559,7 @@ bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
         *failure = absl::UnavailableError(absl::StrCat(
             "rank ", r, " aborted before finishing shared-memory exchange ",
             exchange));
+        PreferMismatch(exchange, tag, signature, failure);
         return false;
       }
       *first_missing = r + 1;
@@ -563,6 +579,7 @@ bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
     if (aborted) {
       *failure = absl::UnavailableError(absl::StrCat(
           "rank ", r, " aborted (shared-memory exchange ", exchange, ")"));
+      PreferMismatch(exchange, tag, signature, failure);
     }
     return false;
   }

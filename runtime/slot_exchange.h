@@ -334,6 +334,11 @@ class SlotExchange {
   bool Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
              int* first_missing, absl::Status* failure) const;
   bool Ready(Op& op, absl::Status* failure) const;
+  // Ready found a peer aborted: if some rank's slot for `exchange` carries
+  // another signature, that is the cause (the aborted peer saw it too and
+  // failed on it), and `*failure` becomes the mismatch.
+  void PreferMismatch(uint64_t exchange, uint64_t tag, uint64_t signature,
+                      absl::Status* failure) const;
   // Runs `finish` on every rank's contribution to `exchange`, this rank's
   // from `own` where it has data (ExchangeFinishFn says why).
   void Finish(uint64_t exchange, const ExchangeInput& own,

@@ -8,7 +8,7 @@
 //   bit 63      1 = collective traffic, 0 = user point-to-point
 //   collective  bits 16..62: the communicator's collective sequence number
 //               bits 0..15:  the lane (an independent pipeline of one schedule)
-//   user        bits 0..62:  the caller's tag (0 <= tag < 2^62, see kMaxUserTag)
+//   user        bits 0..62:  the caller's tag (0 <= tag <= kMaxUserTag)
 //
 // Example:
 //   Tag t = CollectiveTag(/*sequence=*/42, /*lane=*/3);
@@ -24,7 +24,10 @@ using Tag = uint64_t;
 inline constexpr uint64_t kCollectiveTagBit = uint64_t{1} << 63;
 inline constexpr int kLaneBits = 16;
 inline constexpr int kMaxLanes = 1 << kLaneBits;
-inline constexpr int64_t kMaxUserTag = (int64_t{1} << 62) - 1;
+// The largest point-to-point tag a caller may pass, on every transport: the
+// smallest that any transport carries (UCX packs the tag beside the source
+// rank into its 64-bit tag), so a program that runs on one runs on all.
+inline constexpr int64_t kMaxUserTag = (int64_t{1} << 43) - 1;
 
 inline constexpr Tag CollectiveTag(uint64_t sequence, int lane) {
   return kCollectiveTagBit |

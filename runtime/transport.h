@@ -78,8 +78,8 @@ struct TransportCapabilities {
   // bandwidth, used to pick algorithms by message size and rank count.
   double latency_us = 5.0;
   double bandwidth_gbps = 10.0;  // GB/s, 1 GB = 1e9 B.
-  // The largest user point-to-point tag it carries (the communicator
-  // rejects larger ones with InvalidArgument); at most kMaxUserTag.
+  // The largest user point-to-point tag it carries; at least kMaxUserTag,
+  // the one limit the communicator enforces on every transport.
   int64_t max_user_tag = kMaxUserTag;
   // False for transports without tags (NCCL): a pair's messages then match
   // in the order they were posted, whatever their tags, so both ranks must

@@ -286,7 +286,9 @@ relay_status relay_all_to_all(relay_comm* comm, const void* send, void* recv,
                               relay_request** out);
 relay_status relay_barrier(relay_comm* comm, const relay_call_options* options,
                            relay_request** out);
-/* Point to point; messages between a pair with one tag arrive in order. */
+/* Point to point; messages between a pair with one tag arrive in order.
+ * 0 <= tag <= RELAY_MAX_TAG on every transport, else RELAY_INVALID_ARGUMENT. */
+#define RELAY_MAX_TAG ((int64_t)((INT64_C(1) << 43) - 1))
 relay_status relay_send(relay_comm* comm, const void* data, size_t count,
                         relay_dtype dtype, int peer, int64_t tag,
                         const relay_call_options* options,

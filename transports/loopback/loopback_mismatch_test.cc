@@ -28,12 +28,15 @@ struct Call {
 
 // Every rank runs `normal` except rank 2, which runs `odd`; returns each
 // rank's status.
-std::vector<absl::Status> RunWithOddRank(const Call& normal, const Call& odd) {
+std::vector<absl::Status> RunWithOddRank(
+    const Call& normal, const Call& odd,
+    CheckLevel check_level = CheckLevel::kFingerprint,
+    Algorithm algorithm = Algorithm::kAuto) {
   static LoopbackTransportFactory factory;
   static ScheduleEngine engine;
   std::vector<absl::Status> out(kRanks);
   CommunicatorOptions options;
-  options.check_level = CheckLevel::kFingerprint;
+  options.check_level = check_level;
   options.default_timeout = absl::Seconds(20);
   RunRanks(kRanks, factory, engine, [&](Communicator& comm) -> absl::Status {
     const Call& c = comm.rank() == 2 ? odd : normal;
@@ -42,9 +45,12 @@ std::vector<absl::Status> RunWithOddRank(const Call& normal, const Call& odd) {
     size_t send_count = c.count, recv_count = c.count;
     if (c.kind == CollectiveKind::kAllGather) recv_count *= kRanks;
     if (c.kind == CollectiveKind::kReduceScatter) send_count *= kRanks;
+    CollectiveOptions call_options;
+    call_options.algorithm = algorithm;
     absl::StatusOr<Request> r = comm.Collective(
         c.kind, ConstBuffer{send.data(), send_count, c.dtype, Device::Host()},
-        Buffer{recv.data(), recv_count, c.dtype, Device::Host()}, c.op, c.root);
+        Buffer{recv.data(), recv_count, c.dtype, Device::Host()}, c.op, c.root,
+        call_options);
     out[comm.rank()] = r.ok() ? r->Wait() : r.status();
     return absl::OkStatus();
   }, options).IgnoreError();
@@ -134,6 +140,40 @@ TEST(LoopbackMismatchTest, RankThatCallsNothingIsNamed) {
     EXPECT_NE(got[r].message().find("rank(s) 3 did not call"), absl::string_view::npos)
         << got[r];
     EXPECT_LT(took[r], absl::Milliseconds(1300));
+  }
+}
+
+// Without the fingerprint check (the default), where the ranks meet anyway
+// (the direct algorithm's rendezvous, the shm algorithm's slots) a count,
+// dtype or op that differs fails every rank with InvalidArgument naming the
+// odd rank's call, instead of returning OK with wrong data.
+TEST(LoopbackMismatchTest, DirectAndShmCatchMismatchesWithoutTheCheck) {
+  const Call normal;
+  std::vector<std::pair<std::string, Call>> odd;
+  Call c = normal;
+  c.count = kCount / 2;
+  odd.emplace_back("count", c);
+  c = normal;
+  c.dtype = DataType::kFloat64;
+  odd.emplace_back("dtype", c);
+  c = normal;
+  c.op = ReduceOp::kMax;
+  odd.emplace_back("op", c);
+  for (Algorithm algorithm :
+       {Algorithm::kAuto, Algorithm::kDirect, Algorithm::kShm}) {
+    for (const auto& [what, call] : odd) {
+      const std::vector<absl::Status> got =
+          RunWithOddRank(normal, call, CheckLevel::kNone, algorithm);
+      for (int r = 0; r < kRanks; ++r) {
+        EXPECT_EQ(got[r].code(), absl::StatusCode::kInvalidArgument)
+            << AlgorithmName(algorithm) << ", " << what << ", rank " << r
+            << ": " << got[r];
+        EXPECT_NE(got[r].message().find("rank 2 called"),
+                  absl::string_view::npos)
+            << AlgorithmName(algorithm) << ", " << what << ", rank " << r
+            << ": " << got[r];
+      }
+    }
   }
 }
 
