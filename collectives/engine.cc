@@ -310,7 +310,11 @@ absl::StatusOr<Request> ScheduleEngine::Start(
   const int size = transport->size();
   const size_t count = static_cast<size_t>(PerRankCount(args, size));
   if (args.kind != CollectiveKind::kBarrier && count == 0) {
-    return Request::Completed();
+    // Buffers declared on a device make a device operation, whatever their
+    // count: the caller may StreamWait on it, as on the native path.
+    const bool device_call = !args.send.device.is_host() ||
+                             !args.recv.device.is_host() || !caps.host_memory;
+    return device_call ? Request::CompletedOnDevice() : Request::Completed();
   }
   if (RunsAlone(args, size, caps)) {
     RunAlone(args, count, DataTypeOfCall(args));

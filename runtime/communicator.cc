@@ -20,6 +20,18 @@
 namespace relay {
 namespace {
 
+// Buffers only the root's part of a rooted collective reads or writes.
+bool IsRootOnlySend(CollectiveKind kind) {
+  return kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kScatter;
+}
+bool IsRootOnlyRecv(CollectiveKind kind) {
+  return kind == CollectiveKind::kGather || kind == CollectiveKind::kReduce;
+}
+
+}  // namespace
+
+namespace {
+
 // After a MultiGet of `keys` (key i published by rank ranks[i]) timed out:
 // the ranks whose key is still missing, as "2,5".
 std::string RanksThatNeverSet(Store& store, absl::Span<const std::string> keys,
@@ -259,8 +271,13 @@ Communicator::PrepareCollective(CollectiveArgs& args,
         "exchange (ranks on one host), which ", transport_->name(),
         " does not have here"));
   }
-  const bool on_device = (args.send.count > 0 && !args.send.device.is_host()) ||
-                         (args.recv.count > 0 && !args.recv.device.is_host());
+  // Only the buffers this rank's part of the call uses: a non-root's
+  // root-only buffer (a broadcast's send, say) is ignored, wherever it is.
+  const bool uses_send = !IsRootOnlySend(args.kind) || args.root == rank_;
+  const bool uses_recv = !IsRootOnlyRecv(args.kind) || args.root == rank_;
+  const bool on_device =
+      (uses_send && args.send.count > 0 && !args.send.device.is_host()) ||
+      (uses_recv && args.recv.count > 0 && !args.recv.device.is_host());
   RELAY_RETURN_IF_ERROR(transport_->CheckMemory(args.send, "send buffer"));
   // In place, the same memory once: the check can be a driver call (nccl's
   // asks CUDA where the pointer lives, about a microsecond on a GPU host).
@@ -399,8 +416,18 @@ absl::StatusOr<Request> Communicator::Dispatch(const CollectiveArgs& args,
   absl::StatusOr<Request> started = engine_.Start(transport_, caps, args);
   if (started.ok() && on_device &&
       args.stream_order == StreamOrder::kOnStream) {
-    // The caller's stream waits on the GPU, as if the call ran on it.
-    RELAY_RETURN_IF_ERROR(started->StreamWait(args.stream));
+    // The caller's stream waits on the GPU, as if the call ran on it. Every
+    // device request supports it; should the CUDA call itself fail, the
+    // collective is in flight, so the communicator aborts (as any failure
+    // after the start does) and the error says so.
+    if (absl::Status waited = started->StreamWait(args.stream); !waited.ok()) {
+      (*on_failure_)(waited);
+      return absl::Status(waited.code(),
+                          absl::StrCat(CollectiveName(args.kind),
+                                       ": started, but ordering the caller's "
+                                       "stream after it failed: ",
+                                       waited.message()));
+    }
   }
   return started;
 }
@@ -574,7 +601,8 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
         op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));
   }
   const absl::Time deadline = DeadlineFor(options, FastNowNanos());
-  if (ops.size() == 1 && options.stream == nullptr) {
+  if (ops.size() == 1 && options.stream == nullptr &&
+      options.stream_order == StreamOrder::kAfterStream) {
     // Send and Recv on host memory: no batch, no joint request.
     const P2POp& op = ops.front();
     return op.kind == P2POp::Kind::kSend
@@ -596,8 +624,32 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
   absl::StatusOr<Request> posted =
       transport_->PostBatch(batch, options.stream, deadline);
   if (!posted.ok()) {
-    // Earlier ops may be in flight and reference the caller's buffers.
-    Abort(posted.status()).IgnoreError();
+    // InvalidArgument means the transport posted nothing (PostBatch's
+    // contract): the communicator stays usable, as for any refused call.
+    // Anything else may leave earlier ops in flight on the caller's
+    // buffers: abort.
+    if (!absl::IsInvalidArgument(posted.status())) {
+      Abort(posted.status()).IgnoreError();
+    }
+    return posted;
+  }
+  const bool on_device = std::any_of(ops.begin(), ops.end(), [](const P2POp& op) {
+    const ConstBuffer b =
+        op.kind == P2POp::Kind::kSend ? op.send : ConstBuffer(op.recv);
+    return b.count > 0 && !b.device.is_host();
+  });
+  if (on_device && caps.stream_ordered &&
+      options.stream_order == StreamOrder::kOnStream) {
+    // As for collectives: the caller's stream waits on the GPU for the
+    // messages, so work queued there later sees a receive's data.
+    if (absl::Status waited = posted->StreamWait(options.stream);
+        !waited.ok()) {
+      Abort(waited).IgnoreError();
+      return absl::Status(
+          waited.code(),
+          absl::StrCat("BatchSendRecv: posted, but ordering the caller's "
+                       "stream after it failed: ", waited.message()));
+    }
   }
   return posted;
 }

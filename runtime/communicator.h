@@ -189,6 +189,11 @@ class Communicator {
                                const CollectiveOptions& options = {});
   // Posts every op at once (so exchanges cannot deadlock) and returns one
   // request that completes when all have, with the first error.
+  // On device buffers, options.stream and options.stream_order apply as to
+  // collectives: with kOnStream, work queued on the stream later sees the
+  // received data. An error from these calls means nothing was posted
+  // (InvalidArgument, and the communicator stays usable), unless it says
+  // otherwise, in which case the communicator was aborted.
   absl::StatusOr<Request> BatchSendRecv(absl::Span<const P2POp> ops,
                                         const CollectiveOptions& options = {});
 

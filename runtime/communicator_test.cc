@@ -795,6 +795,28 @@ TEST(CommunicatorTest, AbortLeavesBuffersAloneOnceItReturns) {
 // Point-to-point.
 
 // Verifies that 100 messages on one pair and tag arrive in the order sent.
+// An empty collective on buffers declared on a device is a device
+// operation on every path: StreamWait on it succeeds (with a forced relay
+// algorithm it was a host request, and StreamWait said Unimplemented).
+TEST(CommunicatorTest, EmptyDeviceCollectiveSupportsStreamWait) {
+  RunGroup(2, [&](Communicator& comm) {
+    float unused = 0;
+    const ConstBuffer send{&unused, 0, DataType::kFloat32, Device::Cuda(0)};
+    const Buffer recv{&unused, 0, DataType::kFloat32, Device::Cuda(0)};
+    for (Algorithm algorithm :
+         {Algorithm::kAuto, Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+      CollectiveOptions options;
+      options.algorithm = algorithm;
+      absl::StatusOr<Request> r =
+          comm.AllReduce(send, recv, ReduceOp::kSum, options);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->Wait(kWait).ok());
+      EXPECT_TRUE(r->StreamWait(nullptr).ok())
+          << AlgorithmName(algorithm) << ": " << r->StreamWait(nullptr);
+    }
+  });
+}
+
 // One tag limit on every transport (UCX carries 2^43 - 1): loopback takes
 // kMaxUserTag and refuses one more, as UCX does.
 TEST(CommunicatorTest, TheLargestTagIsTheSameOnEveryTransport) {
@@ -1081,6 +1103,90 @@ TEST(CommunicatorTest, SplitOverATransportWithoutHostMemory) {
       ASSERT_NE(*whole, nullptr);
       EXPECT_EQ((*whole)->size(), kSize);
       EXPECT_EQ((*whole)->rank(), kSize - 1 - r);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Loopback whose PostBatch refuses one buffer address with InvalidArgument
+// before posting anything, as NCCL's refuses a pointer CUDA does not know.
+class RefusingLoopback final : public Transport {
+ public:
+  static inline float poison[4];
+  explicit RefusingLoopback(std::unique_ptr<Transport> inner)
+      : inner_(std::move(inner)) {}
+  absl::string_view name() const override { return "refusing_loopback"; }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps = inner_->capabilities();
+    caps.exchange_bytes = 0;  // Neither forwarded.
+    caps.shared_address_space = false;
+    return caps;
+  }
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override {
+    return inner_->Isend(peer, tag, data, deadline);
+  }
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override {
+    return inner_->Irecv(peer, tag, data, deadline);
+  }
+  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+                                    void* cuda_stream,
+                                    absl::Time deadline) override {
+    for (const PeerOp& op : ops) {
+      if (op.data.data == poison) {
+        return absl::InvalidArgumentError("refusing_loopback: bad pointer");
+      }
+    }
+    return inner_->PostBatch(ops, cuda_stream, deadline);
+  }
+  void Abort(absl::Status reason) override { inner_->Abort(reason); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+};
+
+class RefusingLoopbackFactory final : public TransportFactory {
+ public:
+  absl::string_view name() const override { return "refusing_loopback"; }
+  absl::StatusOr<std::unique_ptr<Transport>> Connect(
+      const TransportConfig& config) override {
+    RELAY_ASSIGN_OR_RETURN(TransportFactory * loopback,
+                           TransportRegistry::Global().Get("loopback"));
+    RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Transport> inner,
+                           loopback->Connect(config));
+    return std::unique_ptr<Transport>(new RefusingLoopback(std::move(inner)));
+  }
+};
+
+// A batch the transport refuses before posting anything leaves the
+// communicator usable, and the peers unaware (the communicator aborted on
+// any PostBatch error, so the peers saw "rank 0 failed" and the next call
+// FailedPrecondition).
+TEST(CommunicatorTest, BatchRefusedBeforePostingLeavesTheCommunicatorUsable) {
+  RefusingLoopbackFactory factory;
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+          factory, DefaultEngine(), store, r, 2, TestOptions());
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      Communicator& c = **comm;
+      if (r == 0) {
+        std::vector<float> fine(4, 1.0f);
+        const P2POp ops[] = {
+            P2POp::Send(ConstBuffer::Of(fine), 1, 3),
+            P2POp::Send(ConstBuffer{RefusingLoopback::poison, 4,
+                                    DataType::kFloat32, Device::Host()},
+                        1, 4)};
+        absl::StatusOr<Request> refused = c.BatchSendRecv(ops);
+        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+            << refused.status();
+      }
+      ExpectAllReduceSum(c, 6, 8, kProbeWait);
     });
   }
   for (std::thread& t : threads) t.join();

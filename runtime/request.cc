@@ -159,6 +159,24 @@ void RequestState::OnCompleting(DoneCallback recorder) {
   std::move(recorder)(status_);
 }
 
+namespace {
+
+// Request::CompletedOnDevice's state.
+class EmptyDeviceOperation final : public RequestState {
+ public:
+  absl::Status StreamWait(void* /*cuda_stream*/) override {
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+Request Request::CompletedOnDevice() {
+  auto state = std::make_shared<EmptyDeviceOperation>();
+  state->Complete(absl::OkStatus());
+  return Request(std::move(state));
+}
+
 Request Request::Completed(absl::Status status) {
   auto state = std::make_shared<RequestState>();
   state->Complete(std::move(status));

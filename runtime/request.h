@@ -244,6 +244,10 @@ class Request {
 
   // A request that is already complete with `status`.
   static Request Completed(absl::Status status = absl::OkStatus());
+  // The same for a device operation that had nothing to move (a collective
+  // of zero elements on device buffers): StreamWait succeeds at once, as
+  // any device operation's does, with nothing for the stream to wait on.
+  static Request CompletedOnDevice();
 
   // Blocks until the operation completes or its own deadline (the timeout of
   // the call that created it) passes.

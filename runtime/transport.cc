@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace relay {
 
 absl::StatusOr<Request> Transport::PostBatch(absl::Span<const PeerOp> ops,
@@ -15,7 +17,15 @@ absl::StatusOr<Request> Transport::PostBatch(absl::Span<const PeerOp> ops,
         op.kind == PeerOp::Kind::kSend
             ? Isend(op.peer, op.tag, op.data, deadline)
             : Irecv(op.peer, op.tag, op.data, deadline);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      if (posted.empty() || !absl::IsInvalidArgument(r.status())) {
+        return r.status();
+      }
+      // Ops before it are in flight: not "nothing was posted".
+      return absl::InternalError(absl::StrCat(
+          "batch op ", posted.size(), " refused after ", posted.size(),
+          " were posted: ", r.status().message()));
+    }
     posted.push_back(*std::move(r));
   }
   if (posted.size() == 1) return std::move(posted.front());

@@ -207,6 +207,9 @@ class Transport {
 
   // Posts every op of `ops` at once (an exchange cannot deadlock) and
   // returns one request that completes when all have, with the first error.
+  // InvalidArgument only when nothing was posted (the communicator then
+  // leaves itself usable); an error after some ops were posted has another
+  // code.
   // Stream-ordered transports queue them on `cuda_stream` as one group (for
   // NCCL, one ncclGroupStart/End; loopback's device memory returns once the
   // peers have posted their side, transports/loopback/device_messages.h);
