@@ -60,6 +60,15 @@ enum class CollectiveKind : uint8_t {
 inline constexpr int kCollectiveKinds =
     static_cast<int>(CollectiveKind::kBarrier) + 1;
 
+// Which algorithm runs which collective is below; forcing one that cannot
+// run the call (another collective, direct without a shared address space,
+// shm without a shared-memory exchange) is InvalidArgument before anything
+// is sent. shm takes contributions up to the transport's slots
+// (TransportCapabilities::exchange_bytes: 64 KiB on loopback, 64 KiB to
+// 1 MiB on UCX by group size; an all_reduce of any size pipelines through
+// them), and the cost model keeps
+// direct and shm to small messages. Communicator::capabilities() tells
+// which of the two a communicator has.
 enum class Algorithm : uint8_t {
   kAuto,                // The cost model chooses (default).
   kNative,              // The transport's own collective (NCCL's).

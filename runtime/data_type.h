@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "runtime/float16.h"
 
 namespace relay {
 
@@ -35,6 +36,10 @@ enum class DataType : uint8_t {
   kFloat64,
 };
 
+// Integer types wrap around on overflow (two's complement, as unsigned
+// arithmetic does), and kAvg divides the sum by the group size truncating
+// toward zero (7 and 8 on two ranks average to 7). Floating types follow
+// IEEE: float16 and bfloat16 accumulate in float32 and round once.
 enum class ReduceOp : uint8_t { kSum, kProd, kMin, kMax, kAvg };
 
 // Every value of each enum, in declaration order (for sweeps and tests).
@@ -89,6 +94,8 @@ template <> struct DataTypeOf<int64_t> { static constexpr DataType value = DataT
 template <> struct DataTypeOf<uint64_t> { static constexpr DataType value = DataType::kUint64; };
 template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::kFloat32; };
 template <> struct DataTypeOf<double> { static constexpr DataType value = DataType::kFloat64; };
+template <> struct DataTypeOf<Float16> { static constexpr DataType value = DataType::kFloat16; };
+template <> struct DataTypeOf<BFloat16> { static constexpr DataType value = DataType::kBfloat16; };
 
 }  // namespace relay
 

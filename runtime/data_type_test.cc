@@ -129,5 +129,19 @@ TEST(DataTypeTest, IsFloatingPoint) {
   EXPECT_FALSE(IsFloatingPoint(static_cast<DataType>(99)));
 }
 
+// The 16-bit element types carry their DataType into buffers and convert
+// to and from float by the same rounding the reductions use.
+TEST(DataTypeTest, SixteenBitElementTypes) {
+  static_assert(DataTypeOf<Float16>::value == DataType::kFloat16);
+  static_assert(DataTypeOf<BFloat16>::value == DataType::kBfloat16);
+  EXPECT_EQ(static_cast<float>(Float16(1.5f)), 1.5f);
+  EXPECT_EQ(Float16(1.0f).bits, 0x3c00);
+  EXPECT_EQ(static_cast<float>(BFloat16(-2.25f)), -2.25f);
+  EXPECT_EQ(BFloat16(1.0f).bits, 0x3f80);
+  // Round to nearest even: 1 + 2^-11 is halfway between two float16s.
+  EXPECT_EQ(Float16(1.0f + 0x1p-11f).bits, 0x3c00);
+  EXPECT_EQ(Float16(1.0f + 0x1p-11f + 0x1p-12f).bits, 0x3c01);
+}
+
 }  // namespace
 }  // namespace relay

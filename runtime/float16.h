@@ -100,6 +100,31 @@ inline uint16_t FloatToBfloat16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// Element types for float16 and bfloat16 buffers, so that
+// ConstBuffer::Of(std::vector<Float16>) carries the right DataType: the
+// 16-bit pattern, converted to and from float explicitly (round to nearest
+// even), with no arithmetic of their own.
+//   std::vector<BFloat16> grads(n, BFloat16(0.5f));
+//   comm.AllReduce(ConstBuffer::Of(grads), Buffer::Of(grads), ReduceOp::kAvg);
+//   float first = static_cast<float>(grads[0]);
+struct Float16 {
+  uint16_t bits = 0;
+  Float16() = default;
+  explicit Float16(float value) : bits(FloatToHalf(value)) {}
+  explicit operator float() const { return HalfToFloat(bits); }
+  friend bool operator==(Float16 a, Float16 b) { return a.bits == b.bits; }
+  friend bool operator!=(Float16 a, Float16 b) { return a.bits != b.bits; }
+};
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  explicit BFloat16(float value) : bits(FloatToBfloat16(value)) {}
+  explicit operator float() const { return Bfloat16ToFloat(bits); }
+  friend bool operator==(BFloat16 a, BFloat16 b) { return a.bits == b.bits; }
+  friend bool operator!=(BFloat16 a, BFloat16 b) { return a.bits != b.bits; }
+};
+static_assert(sizeof(Float16) == 2 && sizeof(BFloat16) == 2);
+
 }  // namespace relay
 
 #endif  // RELAY_RUNTIME_FLOAT16_H_

@@ -250,13 +250,18 @@ class Request {
   static Request CompletedOnDevice();
 
   // Blocks until the operation completes or its own deadline (the timeout of
-  // the call that created it) passes.
+  // the call that created it) passes. The deadline is fixed at the call:
+  // once it has passed, Wait() returns DeadlineExceeded at once while the
+  // operation is still in flight (Wait(timeout) waits afresh). A timed-out
+  // operation is not cancelled: abort the communicator before freeing its
+  // buffers.
   absl::Status Wait();
   // Blocks at most `timeout`; DeadlineExceeded leaves the operation in flight.
   absl::Status Wait(absl::Duration timeout);
   // Non-blocking: drives progress once and reports whether it completed.
   bool Test();
-  // The final status once Test() is true (OK before that: check Test first).
+  // The final status once Test() is true; OK while the operation is in
+  // flight, even past its deadline (check Test first).
   absl::Status status() const;
   // Runs `callback` once with the final status (inline if already complete).
   void OnDone(DoneCallback callback);

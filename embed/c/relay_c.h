@@ -286,6 +286,10 @@ relay_status relay_all_to_all(relay_comm* comm, const void* send, void* recv,
                               relay_request** out);
 relay_status relay_barrier(relay_comm* comm, const relay_call_options* options,
                            relay_request** out);
+/* Counts: the collectives above take per-rank counts (NCCL's convention),
+ * where relay's C++ Buffer carries each buffer's total element count; the
+ * two describe the same call (an all_gather of n per rank here is a C++
+ * recv Buffer of n x size). */
 /* Point to point; messages between a pair with one tag arrive in order.
  * 0 <= tag <= RELAY_MAX_TAG on every transport, else RELAY_INVALID_ARGUMENT. */
 #define RELAY_MAX_TAG ((int64_t)((INT64_C(1) << 43) - 1))
