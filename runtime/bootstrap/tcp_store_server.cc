@@ -70,6 +70,7 @@ class TcpStoreServer::Loop {
     s.authenticated = authenticated_.load();
     s.rejected_token = rejected_token_.load();
     s.dropped_malformed = dropped_malformed_.load();
+    s.evicted = evicted_.load();
     return s;
   }
 
@@ -85,7 +86,10 @@ class TcpStoreServer::Loop {
       fds.clear();
       ids.clear();
       fds.push_back({wake_fd_.get(), POLLIN, 0});
-      fds.push_back({listen_fd_, POLLIN, 0});
+      // Out of file descriptors, the listening socket stays readable: it
+      // is left out of the poll until the pause ends.
+      const bool accepting = absl::Now() >= accept_paused_until_;
+      fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
       for (auto& [id, conn] : conns_) {
         short events = POLLIN;
         if (conn->out_pos < conn->out.size()) events |= POLLOUT;
@@ -147,25 +151,67 @@ class TcpStoreServer::Loop {
       next = std::min(next, waiter.deadline);
     }
     if (stop_.load()) next = std::min(next, absl::FromUnixNanos(linger_until_ns_.load()));
+    if (accept_paused_until_ > absl::Now()) {
+      next = std::min(next, accept_paused_until_);
+    }
     if (next == absl::InfiniteFuture()) return 1000;
     const int64_t ms = absl::ToInt64Milliseconds(next - absl::Now()) + 1;
     return static_cast<int>(std::clamp<int64_t>(ms, 0, 1000));
   }
 
+  // How long accepting pauses when accept() finds no file descriptor.
+  static constexpr absl::Duration kAcceptPause = absl::Milliseconds(50);
+  // Connections taken per wake-up, so a flood cannot starve the rest.
+  static constexpr int kAcceptsPerPoll = 64;
+
   void AcceptAll() {
-    for (;;) {
+    for (int k = 0; k < kAcceptsPerPoll; ++k) {
       int fd = accept4(listen_fd_, nullptr, nullptr,
                        SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;  // EAGAIN, or a transient error: retry on next poll.
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+            errno == ENOMEM) {
+          // No room: free a descriptor from the handshake queue (the next
+          // accept can then succeed) and stop polling the listening
+          // socket, which stays readable, for a moment.
+          EvictOldestUnauthenticated();
+          accept_paused_until_ = absl::Now() + kAcceptPause;
+        }
+        return;  // EAGAIN, or a transient error: retry on next poll.
+      }
       accepted_.fetch_add(1);
+      if (unauthenticated_ >= std::max(1, options_.max_unauthenticated)) {
+        EvictOldestUnauthenticated();
+      }
       auto conn = std::make_unique<Connection>();
       conn->fd = FileDescriptor(fd);
       conn->server_nonce = RandomBytes(proto::kNonceBytes);
       conn->handshake_deadline = absl::Now() + options_.handshake_timeout;
       conn->out = absl::StrCat(proto::kMagic, conn->server_nonce);
       Connection& ref = *conn;
+      handshake_queue_.push_back(next_conn_id_);
+      ++unauthenticated_;
       conns_.emplace(next_conn_id_++, std::move(conn));
       Flush(ref);
+    }
+  }
+
+  // Drops the connection that has waited longest in the handshake.
+  void EvictOldestUnauthenticated() {
+    while (!handshake_queue_.empty()) {
+      const uint64_t id = handshake_queue_.front();
+      handshake_queue_.pop_front();
+      auto it = conns_.find(id);
+      if (it == conns_.end() || it->second->authenticated ||
+          it->second->closing) {
+        continue;
+      }
+      evicted_.fetch_add(1);
+      Close(*it->second);
+      // Its descriptor goes now, not at the end of the loop's turn: the
+      // caller needs the room.
+      it->second->fd = FileDescriptor();
+      return;
     }
   }
 
@@ -214,6 +260,7 @@ class TcpStoreServer::Loop {
   void Close(Connection& conn) {
     if (conn.closing) return;
     conn.closing = true;
+    if (!conn.authenticated) --unauthenticated_;
     if (conn.parked_waiter != 0) waiters_.erase(conn.parked_waiter);
     conn.parked_waiter = 0;
   }
@@ -247,6 +294,7 @@ class TcpStoreServer::Loop {
                             conn.server_nonce));
       conn.in.erase(0, kHelloBytes);
       conn.authenticated = true;
+      --unauthenticated_;
       authenticated_.fetch_add(1);
     }
     while (!conn.closing && conn.parked_waiter == 0 && conn.in.size() >= 4) {
@@ -413,7 +461,7 @@ class TcpStoreServer::Loop {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> linger_until_ns_{0};  // Meaningful once stop_ is set.
   std::atomic<int64_t> accepted_{0}, authenticated_{0}, rejected_token_{0},
-      dropped_malformed_{0};
+      dropped_malformed_{0}, evicted_{0};
 
   // Everything below belongs to the loop's thread.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_;
@@ -424,6 +472,11 @@ class TcpStoreServer::Loop {
   // Key -> waiters whose first missing key it is (may hold stale ids).
   absl::flat_hash_map<std::string, std::vector<uint64_t>> index_;
   std::deque<uint64_t> runnable_;
+  // Connections in the handshake, oldest first (may hold stale ids), and
+  // how many there are.
+  std::deque<uint64_t> handshake_queue_;
+  int unauthenticated_ = 0;
+  absl::Time accept_paused_until_ = absl::InfinitePast();
 };
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(

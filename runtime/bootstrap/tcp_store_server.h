@@ -5,7 +5,13 @@
 // client spins), and a set wakes exactly the gets waiting on its key.
 //
 // Defences. A client must answer the token challenge (auth.h) within
-// `handshake_timeout` or it is dropped; it never sees a key before that. A
+// `handshake_timeout` or it is dropped; it never sees a key before that. At
+// most `max_unauthenticated` connections wait in the handshake: a new one
+// past that drops the oldest, so idle connections from another local user
+// cannot keep a rank out. When accept() finds no file descriptor left
+// (EMFILE), the oldest unauthenticated connection is dropped to make room
+// and accepting pauses briefly instead of spinning on the readable
+// listening socket; authenticated connections are never dropped for room. A
 // frame that is too big, does not parse, or names an unknown op drops that
 // client and nothing else: the server keeps serving everyone else. Dropped
 // clients are counted (stats()), which the tests read.
@@ -42,6 +48,10 @@ struct TcpStoreServerOptions {
   int port = 0;  // 0: the kernel picks a free one; see port().
   std::string token;
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // Connections allowed in the handshake at once (see Defences). A client
+  // answers the challenge within a round trip, so this bounds an attack,
+  // not a job: a thousand ranks connecting at once retry what is dropped.
+  int max_unauthenticated = 128;
   // On destruction the server keeps serving its connected clients until
   // they have all hung up, for at most this long. A job's store host that
   // exits first (it finished first, or learned of a failure first) would
@@ -58,6 +68,7 @@ class TcpStoreServer {
     int64_t authenticated = 0;
     int64_t rejected_token = 0;  // Wrong proof, or none in time.
     int64_t dropped_malformed = 0;
+    int64_t evicted = 0;  // Unauthenticated, dropped to make room.
   };
 
   static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(

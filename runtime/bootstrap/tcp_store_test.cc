@@ -1,5 +1,11 @@
 #include "runtime/bootstrap/tcp_store.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <memory>
 #include <random>
@@ -299,6 +305,75 @@ TEST(TcpStoreConnectTest, BadAddressesAreInvalidArgument) {
 // Verifies that a server being destroyed keeps serving its connected
 // clients until they hang up (the job's store host exits first, the others
 // still read failures from it), and no longer than its linger time.
+// CPU seconds this process has used (all threads).
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// Idle connections that never answer the challenge (another local user's)
+// cannot keep a rank out or make the server spin: past max_unauthenticated
+// the oldest are dropped, and when accept() runs out of file descriptors
+// (the limit lowered here, as a rank at `ulimit -n 1024` with a flood would
+// be) the server frees one and pauses instead of polling the readable
+// listening socket in a loop. Before the fix the server thread burned a
+// core and a real client got no greeting in time.
+TEST(TcpStoreServerTest, AFloodOfIdleConnectionsNeitherStarvesNorSpins) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  auto server = TcpStoreServer::Start({.host = "127.0.0.1", .port = 0,
+                                       .token = kToken,
+                                       .handshake_timeout = absl::Seconds(30),
+                                       .max_unauthenticated = 64});
+  ASSERT_TRUE(server.ok()) << server.status();
+  // Room for about 300 more descriptors: the flood's client ends and the
+  // server's accepted ends share this process's table, so the server runs
+  // out of descriptors long before the flood's 1,000 connections are in.
+  int highest = 0;
+  for (int fd = 0; fd < 4096; ++fd) {
+    if (fcntl(fd, F_GETFD) != -1) highest = fd;
+  }
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(highest + 300);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<FileDescriptor> flood;
+  for (int k = 0; k < 1000; ++k) {
+    FileDescriptor fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) break;  // EMFILE on this side too: enough.
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>((*server)->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    flood.push_back(std::move(fd));
+  }
+  ASSERT_GT(flood.size(), 100u);
+  absl::SleepFor(absl::Milliseconds(300));  // The server takes what it can.
+  const double cpu_before = ProcessCpuSeconds();
+  absl::SleepFor(absl::Seconds(1));
+  const double idle_cpu = ProcessCpuSeconds() - cpu_before;
+  EXPECT_LT(idle_cpu, 0.3) << "the store spins under the flood";
+  // A real client still gets in (its own socket needs a descriptor here:
+  // ten of the flood's go).
+  flood.resize(flood.size() - 10);
+  const absl::Time start = absl::Now();
+  auto client = TcpStore::Connect({.host = "127.0.0.1",
+                                   .port = (*server)->port(),
+                                   .token = kToken,
+                                   .connect_timeout = absl::Seconds(10)});
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Set("k", "v").ok());
+  absl::StatusOr<std::string> got = (*client)->Get("k", absl::Seconds(5));
+  EXPECT_TRUE(got.ok() && *got == "v") << got.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
+  EXPECT_GT((*server)->stats().evicted, 0);
+  flood.clear();
+  client->reset();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+
 TEST(TcpStoreServerTest, LingersUntilClientsHangUpOrTimeRunsOut) {
   for (const bool hang_up : {true, false}) {
     SCOPED_TRACE(hang_up ? "client hangs up" : "client stays");
