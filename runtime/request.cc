@@ -107,6 +107,11 @@ bool RequestState::Complete(absl::Status status) {
 absl::Status RequestState::Wait(absl::Time deadline) {
   if (done()) return status_;
   StartedPolling();
+  // FinishedPolling on every way out.
+  struct Leaving {
+    RequestState* state;
+    ~Leaving() { state->FinishedPolling(); }
+  } leaving{this};
   auto poll = [this] {
     if (done()) return WaitPoll::kDone;
     const bool moved = Progress();

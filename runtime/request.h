@@ -194,6 +194,9 @@ class RequestState {
   // runs, so a transport may leave its completion to that thread (which
   // then runs the callbacks on its own core). Test() does not call it.
   virtual void StartedPolling() {}
+  // Called as that Wait() returns (done, or past its deadline): from here
+  // no thread waits on the request on its behalf.
+  virtual void FinishedPolling() {}
   // How long Wait() polls without giving up the core before it starts
   // yielding between polls. Short by default: measured on a 2-core VM
   // (bench/collectives, 8 B all_reduce, 2 to 16 loopback ranks), a shorter

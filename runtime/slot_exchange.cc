@@ -172,6 +172,18 @@ class SlotExchange::Op final : public RequestState {
   void StoppedPolling() override {
     if (owner->driver_ != nullptr) owner->driver_->ExchangeWaiterSleeping();
   }
+  // A waiter polls the whole queue (or sleeps until a slot is written), so
+  // while one is in Wait the peers need not drive it (attended()).
+  void StartedPolling() override {
+    owner->attending_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  void FinishedPolling() override {
+    owner->attending_.fetch_sub(1, std::memory_order_seq_cst);
+    // A slot written while this waiter attended, after its last look, was
+    // left to it: look once more (waiting for the lock, whose holder may
+    // have looked before that write) now that peers drive the rest.
+    owner->Drive();
+  }
   std::chrono::nanoseconds SpinBudget() const override { return owner->spin_; }
   void Sleep(std::chrono::nanoseconds timeout) override {
     owner->waiters_asleep_.fetch_add(1, std::memory_order_relaxed);
@@ -357,7 +369,6 @@ absl::StatusOr<Request> SlotExchange::Start(const ExchangeCall& call) {
     published |= first_in_line;
   }
   if (published) Published();
-  LookAgainIfPoked();
   if (finished_here) {
     // Never queued nor handed out: no other thread has seen it.
     op->CompleteUnshared(absl::OkStatus());
@@ -391,7 +402,6 @@ absl::Status SlotExchange::Run(const ExchangeCall& call) {
     running_ = true;
     running_exchange_ = exchange;
   }
-  Published();
   // Outside the lock: a Start meanwhile queues (AdvanceLocked publishes
   // nothing while running_), and Abort can fail this exchange (it marks
   // this rank aborted, which AwaitRun watches).
@@ -401,7 +411,10 @@ absl::Status SlotExchange::Run(const ExchangeCall& call) {
                                         std::memory_order_acquire);
   if (ready) Finish(exchange, call.input, call.finish, call.context);
   Completions done;
-  bool published = false;
+  // The peers are driven once this Run is over (its slot is written and
+  // mu_'s lock below is the barrier the hook needs): a peer whose exchange
+  // this one completed is finished then, not before this rank's own.
+  bool published = true;
   {
     std::lock_guard<SpinLock> lock(mu_);
     if (waited.ok() && (!ready || !aborted_.ok())) {
@@ -416,15 +429,10 @@ absl::Status SlotExchange::Run(const ExchangeCall& call) {
     }
     running_ = false;
     // What queued behind it, if anything did (usually nothing).
-    if (aborted_.ok() && !queue_.empty()) {
-      const uint64_t published_before = published_;
-      AdvanceLocked(&done);
-      published = published_ != published_before;
-    }
+    if (aborted_.ok() && !queue_.empty()) AdvanceLocked(&done);
   }
   if (published) Published();
   if (!done.finished.empty() || !done.failed.empty()) Complete(done);
-  LookAgainIfPoked();
   return waited;
 }
 
@@ -657,7 +665,12 @@ void SlotExchange::AdvanceLocked(Completions* done) {
     // finish either.
     FailLocked(done->failure, done);
   }
-  pending_.store(!queue_.empty(), std::memory_order_relaxed);
+  // Written only when it changes: peers' threads read its line after every
+  // slot they write (PublishHook), and a waiter advances on every poll.
+  const bool pending = !queue_.empty();
+  if (pending_.load(std::memory_order_relaxed) != pending) {
+    pending_.store(pending, std::memory_order_relaxed);
+  }
 }
 
 void SlotExchange::Complete(Completions& done) {
@@ -673,28 +686,27 @@ void SlotExchange::Complete(Completions& done) {
 }
 
 bool SlotExchange::Progress() {
+  if (!pending_.load(std::memory_order_relaxed)) return false;
+  std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  return AdvanceAndUnlock(lock);
+}
+
+bool SlotExchange::Drive() {
   if (!pending_.load(std::memory_order_seq_cst)) return false;
-  // Whoever holds mu_ looks at the slots again before it leaves: a slot
-  // written before this call is then seen, whichever thread gets in.
-  poked_.store(true, std::memory_order_seq_cst);
-  bool finished = false;
-  do {
-    Completions done;
-    bool published = false;
-    {
-      std::unique_lock<SpinLock> lock(mu_, std::try_to_lock);
-      if (!lock.owns_lock()) return finished;
-      poked_.store(false, std::memory_order_seq_cst);
-      const uint64_t published_before = published_;
-      AdvanceLocked(&done);
-      published = published_ != published_before;
-    }
-    if (published) Published();
-    Complete(done);
-    finished |= !done.finished.empty();
-  } while (poked_.load(std::memory_order_seq_cst) &&
-           pending_.load(std::memory_order_seq_cst));
-  return finished;
+  std::unique_lock<SpinLock> lock(mu_);
+  return AdvanceAndUnlock(lock);
+}
+
+bool SlotExchange::AdvanceAndUnlock(std::unique_lock<SpinLock>& lock) {
+  Completions done;
+  const uint64_t published_before = published_;
+  AdvanceLocked(&done);
+  const bool published = published_ != published_before;
+  lock.unlock();
+  if (published) Published();
+  Complete(done);
+  return !done.finished.empty();
 }
 
 void SlotExchange::Abort(absl::Status reason) {

@@ -40,11 +40,10 @@
 // one of two means the transport provides: a progress thread that keeps
 // polling while pending() (UCX), or, for ranks that are threads of one
 // process, a PublishHook that advances the peers' queues on the thread
-// that wrote a slot (loopback): the last contribution to arrive then
-// finishes every rank's exchange, as the direct algorithm's rendezvous
-// does. Progress() may be called from any thread and never misses a write
-// that happened before it, even when it finds another thread inside. A Wait that stops polling (more
-// ranks than cores) sleeps on a futex in the region, which a rank writing
+// that wrote a slot (loopback), for queues that no waiter attends
+// (attended()): the last contribution to arrive then finishes them, as the
+// direct algorithm's last arrival runs its combine. A Wait that stops
+// polling (more ranks than cores) sleeps on a futex in the region, which a rank writing
 // its slot wakes, so a rank that waits for a descheduled peer neither
 // burns the core that peer needs nor oversleeps once it has written.
 // Thread-safe: any thread may call any method; one internal lock
@@ -67,6 +66,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 
 #include "absl/container/fixed_array.h"
 #include "absl/container/inlined_vector.h"
@@ -166,9 +166,9 @@ class ExchangeDriver {
   virtual void ExchangeWaiterSleeping() = 0;
 };
 
-// Runs on the thread that wrote this rank's slot, once the exchange's lock
-// is released (it may drive other ranks' exchanges, whose callbacks may
-// start new ones here).
+// Runs on the thread that wrote this rank's slot, after a full barrier that
+// follows the write, once the exchange's lock is released (it may drive
+// other ranks' exchanges, whose callbacks may start new ones here).
 struct PublishHook {
   void (*fn)(void* context) = nullptr;
   void* context = nullptr;
@@ -225,16 +225,30 @@ class SlotExchange {
   // the caller's memory once this returns.
   absl::Status Run(const ExchangeCall& call);
 
-  // Advances the queued exchanges as far as the peers allow; never blocks.
-  // If another thread is inside, returns false at once and that thread
-  // looks again before it leaves, so a slot written before this call is
-  // seen either way. True if an exchange finished here.
+  // Advances the queued exchanges as far as the peers allow; never blocks
+  // (returns false at once if another thread is inside). True if an
+  // exchange finished. A waiter polls with it.
   bool Progress();
+
+  // The same from a thread that must not miss a slot written before the
+  // call (a PublishHook driving a peer's queue, a waiter that leaves): it
+  // waits for the lock instead of leaving the look to the thread inside,
+  // which may have looked before that write.
+  bool Drive();
 
   // Whether exchanges are queued (a progress thread's cue to keep calling
   // Progress). Sequentially consistent with Start's queueing, so a thread
   // that announces it goes idle and then checks this cannot miss one.
   bool pending() const { return pending_.load(std::memory_order_seq_cst); }
+
+  // Whether a request's Wait on this rank is under way (polling, or asleep
+  // until a slot is written): it advances the whole queue itself, so a
+  // PublishHook need not. Sequentially consistent with the waiter's last
+  // look as it leaves, so a slot written after a seq_cst store (Start's
+  // publication) is seen by one side or the other.
+  bool attended() const {
+    return attending_.load(std::memory_order_seq_cst) > 0;
+  }
 
   // Sleeps until a rank writes a slot or aborts, or `timeout` (a progress
   // thread with nothing else to do; the requests' Wait sleeps here too).
@@ -302,12 +316,9 @@ class SlotExchange {
   void Published() {
     if (on_publish_.fn != nullptr) on_publish_.fn(on_publish_.context);
   }
-  // After a section under mu_ that advanced the queue: another thread's
-  // Progress may have found the lock taken meanwhile and left the look to
-  // this one.
-  void LookAgainIfPoked() {
-    if (poked_.load(std::memory_order_seq_cst)) Progress();
-  }
+  // AdvanceLocked with mu_ held by `lock`, which it releases before
+  // running the hook and completing what finished.
+  bool AdvanceAndUnlock(std::unique_lock<SpinLock>& lock);
   // Writes this rank's slot for `exchange` (the next one to publish).
   // `context` is what `input.fill` reads. The stamp is a seq_cst exchange
   // and sleepers are woken at once; or, with `release` (Run), a release
@@ -379,8 +390,10 @@ class SlotExchange {
   // peers' threads read it after every slot they write (PublishHook), and
   // mu_'s line changes hands on every call.
   alignas(64) std::atomic<bool> pending_{false};
-  // Set by a Progress() that found mu_ taken; the holder looks again.
-  std::atomic<bool> poked_{false};
+  // Requests' Waits under way (attended()); on pending_'s line, which a
+  // peer's PublishHook reads with it.
+  std::atomic<int> attending_{0};
+
   // Requests' Waits asleep in SleepUntilWritten (waiter_asleep()).
   alignas(64) std::atomic<int> waiters_asleep_{0};
 };

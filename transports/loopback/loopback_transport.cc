@@ -120,6 +120,15 @@ class LoopbackRequest final : public RequestState {
   std::atomic<uint32_t> hand_over_{0};
 };
 
+// LoopbackFabric::DriveExchanges under way on this thread, innermost first
+// (a callback it runs may write a slot of another fabric).
+struct DriveFrame {
+  const void* fabric;
+  bool again;
+  DriveFrame* outer;
+};
+thread_local DriveFrame* drive_frames = nullptr;
+
 }  // namespace
 
 // The wiring shared by the ranks of one group: one mailbox per destination
@@ -190,15 +199,16 @@ class LoopbackFabric {
     return made;
   }
 
-  // A rank wrote its slot: advances every rank's queued exchanges, on this
-  // thread, until none moves. No rank has a progress thread, so without
-  // this an exchange whose rank does not poll (it registered an OnDone
-  // callback, or waits on another request) would never finish; with it the
-  // last contribution to arrive finishes every rank's exchange, as the
-  // direct algorithm's last arrival runs its combine. Callbacks it runs may
-  // start exchanges, whose hook only asks the loop here to go round again.
+  // A rank wrote its slot: advances every rank's queued exchanges that no
+  // waiter attends, on this thread, until none moves. No rank has a
+  // progress thread, so without this an exchange whose rank does not wait
+  // on it (it registered an OnDone callback, or waits on another request)
+  // would never finish; with it the last contribution to arrive finishes
+  // such exchanges, as the direct algorithm's last arrival runs its
+  // combine. Callbacks it runs may start exchanges, whose hook only asks the
+  // loop here to go round again.
   void DriveExchanges() {
-    for (const DriveFrame* f = drive_frames; f != nullptr; f = f->outer) {
+    for (DriveFrame* f = drive_frames; f != nullptr; f = f->outer) {
       if (f->fabric == this) {
         f->again = true;
         return;
@@ -210,7 +220,13 @@ class LoopbackFabric {
       frame.again = false;
       for (std::atomic<SlotExchange*>& at : exchanges_) {
         SlotExchange* exchange = at.load(std::memory_order_acquire);
-        if (exchange != nullptr && exchange->pending()) exchange->Progress();
+        // A queue with a waiter is its waiter's to advance (it polls, or
+        // wakes on the slot just written): driving it too would contend for
+        // its lock and run its rank's finish on this thread.
+        if (exchange != nullptr && exchange->pending() &&
+            !exchange->attended()) {
+          exchange->Drive();
+        }
       }
     } while (frame.again);
     drive_frames = frame.outer;
@@ -865,21 +881,11 @@ class LoopbackFabric {
   absl::FixedArray<std::atomic<SlotExchange*>> exchanges_;
   std::mutex exchanges_mu_;
   std::vector<std::unique_ptr<SlotExchange>> owned_exchanges_;
-  // DriveExchanges under way on this thread, innermost first.
-  struct DriveFrame {
-    const LoopbackFabric* fabric;
-    mutable bool again;
-    const DriveFrame* outer;
-  };
-  static thread_local const DriveFrame* drive_frames;
   static void DriveExchangesOf(void* fabric) {
     static_cast<LoopbackFabric*>(fabric)->DriveExchanges();
   }
   // Lock order: a mailbox's mu, then a LostRank's mu.
 };
-
-thread_local const LoopbackFabric::DriveFrame* LoopbackFabric::drive_frames =
-    nullptr;
 
 bool LoopbackRequest::Progress() {
   return CompleteIfReady() || end_->fabric->Progress(end_->rank);
