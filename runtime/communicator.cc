@@ -1,6 +1,10 @@
 #include "runtime/communicator.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -19,6 +23,36 @@
 
 namespace relay {
 namespace {
+
+// RELAY_TIMEOUT (seconds, fractions allowed), else 10 minutes.
+absl::StatusOr<absl::Duration> DefaultTimeoutFromEnvironment() {
+  const char* env = std::getenv("RELAY_TIMEOUT");
+  if (env == nullptr || *env == '\0') return absl::Minutes(10);
+  double seconds = 0;
+  if (!absl::SimpleAtod(env, &seconds) || !(seconds > 0) || seconds > 1e9) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELAY_TIMEOUT='", env,
+        "': expected the default operation timeout in seconds, > 0"));
+  }
+  return absl::Seconds(seconds);
+}
+
+// RELAY_FLIGHT_RECORDER_DIR, when set, must be a directory this process can
+// write: checked when a communicator is made, not when a record is first
+// written (after a hang, when it is too late to fix).
+absl::Status CheckFlightRecorderDirectory() {
+  const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
+  if (dir == nullptr || *dir == '\0') return absl::OkStatus();
+  struct stat st {};
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+      access(dir, W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RELAY_FLIGHT_RECORDER_DIR='", dir,
+        "' is not a directory this process can write (flight records go "
+        "there)"));
+  }
+  return absl::OkStatus();
+}
 
 // Buffers only the root's part of a rooted collective reads or writes.
 bool IsRootOnlySend(CollectiveKind kind) {
@@ -81,10 +115,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
         "Communicator::Create: rank ", rank, " is out of range [0, ", size,
         ")"));
   }
+  if (options.default_timeout == CommunicatorOptions::kDefaultTimeout) {
+    RELAY_ASSIGN_OR_RETURN(options.default_timeout,
+                           DefaultTimeoutFromEnvironment());
+  }
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "Communicator::Create: default timeout must be positive");
   }
+  RELAY_RETURN_IF_ERROR(CheckFlightRecorderDirectory());
   if (options.failure_poll_interval < absl::ZeroDuration() ||
       (options.peer_timeout < absl::ZeroDuration() &&
        options.peer_timeout != CommunicatorOptions::kDefaultPeerTimeout)) {
@@ -92,10 +131,28 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
         "Communicator::Create: failure_poll_interval and peer_timeout must "
         "not be negative");
   }
-  if (options.peer_timeout == CommunicatorOptions::kDefaultPeerTimeout) {
+  const bool peer_timeout_from_env =
+      options.peer_timeout == CommunicatorOptions::kDefaultPeerTimeout;
+  if (peer_timeout_from_env) {
     RELAY_ASSIGN_OR_RETURN(FailureMonitorOptions from_env,
                            FailureMonitorOptionsFromEnvironment());
     options.peer_timeout = from_env.peer_timeout;
+  }
+  // Heartbeats move every poll interval; a timeout of a few of them reads a
+  // healthy but briefly descheduled peer as lost.
+  constexpr int kIntervalsPerTimeout = 4;
+  if (options.peer_timeout > absl::ZeroDuration() &&
+      options.failure_poll_interval > absl::ZeroDuration() &&
+      options.peer_timeout <
+          kIntervalsPerTimeout * options.failure_poll_interval) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        peer_timeout_from_env ? "RELAY_PEER_TIMEOUT" : "peer_timeout", " of ",
+        absl::FormatDuration(options.peer_timeout), " is below ",
+        kIntervalsPerTimeout, " heartbeat intervals (",
+        absl::FormatDuration(kIntervalsPerTimeout *
+                             options.failure_poll_interval),
+        "): healthy peers would be declared lost; use 0 to turn heartbeats "
+        "off"));
   }
   absl::StatusOr<CheckLevel> level = ResolveCheckLevel(options.check_level);
   if (!level.ok()) return level.status();

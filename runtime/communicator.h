@@ -83,7 +83,8 @@ struct P2POp {
 
 struct CommunicatorOptions {
   // The timeout of every operation that sets none in its options.
-  absl::Duration default_timeout = absl::Minutes(10);
+  // kDefaultTimeout: RELAY_TIMEOUT (seconds), else 10 minutes.
+  absl::Duration default_timeout = kDefaultTimeout;
   // Mismatch detection (runtime/fingerprint.h). At kFingerprint every
   // collective first compares its kind, dtype, count, op, root and sequence
   // number with every rank's through the store, and blocks until all have
@@ -105,12 +106,16 @@ struct CommunicatorOptions {
   // Unavailable naming it. With peer_timeout > 0 ranks also watch each
   // other's heartbeats, so a dead or frozen process is found within
   // peer_timeout. kDefault: RELAY_PEER_TIMEOUT (seconds; 0 turns heartbeats
-  // off), else 30 s. poll_interval 0 turns propagation off.
+  // off), else 30 s. poll_interval 0 turns propagation off. A peer_timeout
+  // below four poll intervals (1 s at the default 250 ms) is
+  // InvalidArgument: a healthy peer's heartbeat would look lost.
   absl::Duration failure_poll_interval = absl::Milliseconds(250);
   absl::Duration peer_timeout = kDefaultPeerTimeout;
 
   // Marks peer_timeout as "from the environment, else 30 s".
   static constexpr absl::Duration kDefaultPeerTimeout = absl::Seconds(-1);
+  // Marks default_timeout as "from the environment, else 10 minutes".
+  static constexpr absl::Duration kDefaultTimeout = absl::Seconds(-1);
 };
 
 class Communicator {

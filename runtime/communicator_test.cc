@@ -383,6 +383,77 @@ TEST(CommunicatorTest, CreateRejectsBadConfig) {
   EXPECT_THAT(std::string(comm.status().message()), HasSubstr("loopback"));
 }
 
+// Settings that would break a healthy job are refused when the communicator
+// is made, naming the setting: a peer timeout within a few heartbeats
+// (RELAY_PEER_TIMEOUT=0.000001 was taken, then healthy jobs failed), a
+// malformed RELAY_TIMEOUT, a flight recorder directory that cannot be
+// written (found only when the first record was written, after a hang).
+TEST(CommunicatorTest, CreateRefusesSettingsThatBreakAHealthyJob) {
+  auto store = std::make_shared<InMemoryStore>();
+  auto create = [&](CommunicatorOptions options) {
+    CommunicatorConfig config;
+    config.rank = 0;
+    config.size = 1;
+    config.store = store;
+    config.options = options;
+    return CreateCommunicator(config).status();
+  };
+  CommunicatorOptions options;
+  options.peer_timeout = absl::Milliseconds(500);
+  absl::Status s = create(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("heartbeat"));
+  options.peer_timeout = absl::Seconds(1);
+  EXPECT_TRUE(create(options).ok());
+  options.peer_timeout = absl::ZeroDuration();  // Heartbeats off: fine.
+  EXPECT_TRUE(create(options).ok());
+
+  struct Case {
+    const char* name;
+    const char* value;
+  };
+  for (const Case& c : {Case{"RELAY_PEER_TIMEOUT", "0.000001"},
+                        Case{"RELAY_PEER_TIMEOUT", "0.25"},
+                        Case{"RELAY_TIMEOUT", "soon"},
+                        Case{"RELAY_TIMEOUT", "0"},
+                        Case{"RELAY_FLIGHT_RECORDER_DIR", "/nonexistent/dir"}}) {
+    ASSERT_EQ(setenv(c.name, c.value, 1), 0);
+    s = create(CommunicatorOptions{});
+    unsetenv(c.name);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument)
+        << c.name << "=" << c.value << ": " << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.name));
+  }
+}
+
+// RELAY_TIMEOUT sets the default timeout of operations that set none.
+TEST(CommunicatorTest, RelayTimeoutSetsTheDefaultTimeout) {
+  ASSERT_EQ(setenv("RELAY_TIMEOUT", "0.3", 1), 0);
+  CommunicatorConfig config;
+  config.rank = 0;
+  config.size = 2;
+  config.store = std::make_shared<InMemoryStore>();
+  config.options.default_timeout = CommunicatorOptions::kDefaultTimeout;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm, peer_comm;
+  std::thread other([&] {
+    CommunicatorConfig peer = config;
+    peer.rank = 1;
+    peer_comm = CreateCommunicator(peer);  // Kept: it never sends.
+    EXPECT_TRUE(peer_comm.ok()) << peer_comm.status();
+  });
+  comm = CreateCommunicator(config);
+  other.join();
+  unsetenv("RELAY_TIMEOUT");
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<float> in(4);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Request> r = (*comm)->Recv(Buffer::Of(in), 1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(r->Wait()));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(250));
+}
+
 // Verifies that a communicator of one rank runs collectives on its own.
 TEST(CommunicatorTest, SingleRank) {
   RunGroup(1, [](Communicator& comm) {
