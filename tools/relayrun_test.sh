@@ -57,6 +57,8 @@ for _ in $(seq 100); do
 done
 kill -TERM "$pid"
 wait "$pid"
+rc=$?
+[[ $rc == 143 ]] || fail "job sent SIGTERM exited $rc, want 143 (128 + SIGTERM)"
 expect_grep "$TMP/out" "^\[0\] got TERM" "TERM forwarded to rank 0"
 expect_grep "$TMP/out" "^\[1\] got TERM" "TERM forwarded to rank 1"
 
@@ -92,6 +94,74 @@ RELAY_TOKEN=shared "$RELAYRUN" -n 2 --nnodes 2 --node-rank 1 --store-port 4000 -
   sh -c 'echo "$RELAY_RANK/$RELAY_WORLD_SIZE $RELAY_TOKEN"' >"$TMP/out" 2>"$TMP/err"
 expect_grep "$TMP/out" "^\[2\] 2/4 shared$" "second host's first rank"
 expect_grep "$TMP/out" "^\[3\] 3/4 shared$" "second host's second rank"
+
+# 9. Killing relayrun kills the ranks (parent-death signal): none is left.
+"$RELAYRUN" -n 3 -- sh -c 'echo $$ > "$0/rank$RELAY_RANK.pid"; exec sleep 60' "$TMP" \
+  >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+for _ in $(seq 100); do
+  [[ -s "$TMP/rank0.pid" && -s "$TMP/rank1.pid" && -s "$TMP/rank2.pid" ]] && break
+  sleep 0.05
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+sleep 1
+for r in 0 1 2; do
+  rank_pid="$(cat "$TMP/rank$r.pid" 2>/dev/null)"
+  # Alive: there, and not a zombie (killed, waiting for init to reap it).
+  state="$(sed -n 's/^[0-9]* (.*) \([A-Za-z]\).*/\1/p' "/proc/$rank_pid/stat" 2>/dev/null)"
+  if [[ -n "$state" && "$state" != Z ]]; then
+    fail "rank $r (pid $rank_pid) outlived a killed relayrun"
+    kill -KILL "$rank_pid" 2>/dev/null
+  fi
+done
+
+# 10. A stopped rank is named when another rank fails.
+"$RELAYRUN" -n 2 --grace 1 -- sh -c 'if [ "$RELAY_RANK" = 1 ]; then kill -STOP $$; fi; sleep 0.5; exit 3' \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc == 3 ]] || fail "job with a stopped rank exited $rc, want 3"
+expect_grep "$TMP/err" "rank 1 is stopped" "stopped rank named"
+
+# 11. --ssh: the token reaches the ranks through ssh's standard input, never
+# its command line. A stand-in ssh records its arguments and runs the
+# command here.
+mkdir -p "$TMP/bin"
+ln -sf "$(realpath "$RELAYRUN")" "$TMP/bin/relayrun"
+cat >"$TMP/bin/ssh" <<EOF_SSH
+#!/bin/sh
+shift  # The host.
+echo "\$*" >> "$TMP/ssh_args"
+exec sh -c "\$*"
+EOF_SSH
+chmod +x "$TMP/bin/ssh"
+RELAY_TOKEN=s3cret-token PATH="$TMP/bin:$PATH" "$RELAYRUN" -n 1 --hosts hostA,hostB \
+  --store-port 4000 --ssh -- sh -c 'echo "token=$RELAY_TOKEN"' >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[[ $rc == 0 ]] || { fail "--ssh job exited $rc"; sed 's/^/    /' "$TMP/err"; }
+[[ "$(grep -c "token=s3cret-token" "$TMP/out")" == 2 ]] || fail "--ssh: ranks did not get the token"
+if grep -q "s3cret-token" "$TMP/ssh_args"; then fail "--ssh put the token on ssh's command line"; fi
+
+# 12. Shared memory the ranks leave in /dev/shm is removed when the job ends:
+# relay's (named after the rank's pid) and UCX's made during the job that no
+# process holds; not one made before the job, nor one a live process holds.
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  before="/dev/shm/ucx_shm_posix_relayruntest$$a"
+  held="/dev/shm/ucx_shm_posix_relayruntest$$b"
+  touch "$before"
+  sleep 1.1
+  "$RELAYRUN" -n 1 -- sh -c '
+    touch "/dev/shm/relay-$$-0123456789abcdef" "/dev/shm/ucx_shm_posix_relayruntest$1c" "$0"
+    (exec 3<"$0"; touch "$2"; exec sleep 5) >/dev/null 2>&1 &
+    while [ ! -e "$2" ]; do sleep 0.01; done
+    exit 0' "$held" $$ "$TMP/holding" >"$TMP/out" 2>"$TMP/err"
+  expect_grep "$TMP/err" "removed 2 shared-memory object" "leftover shm removed"
+  ls /dev/shm/relay-*-0123456789abcdef 2>/dev/null && fail "relay segment left behind"
+  [[ -e "/dev/shm/ucx_shm_posix_relayruntest$$c" ]] && fail "UCX segment left behind"
+  [[ -e "$before" ]] || fail "a segment made before the job was removed"
+  [[ -e "$held" ]] || fail "a segment a live process holds was removed"
+  rm -f "$before" "$held" "/dev/shm/ucx_shm_posix_relayruntest$$c" /dev/shm/relay-*-0123456789abcdef
+fi
 
 if ((failures > 0)); then
   echo "$failures check(s) failed"
