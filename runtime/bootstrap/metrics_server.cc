@@ -37,38 +37,12 @@ std::string Response(absl::string_view status, absl::string_view content_type,
                       with_body ? body : "");
 }
 
-// Reads until the blank line that ends a request head. Returns the head, or
-// an empty string with `*answer` set to what to send back (possibly
-// nothing: the client went away or stalled).
-std::string ReadHead(int fd, absl::Time deadline, std::string* answer) {
-  std::string head;
-  char buf[1024];
-  while (head.find("\r\n\r\n") == std::string::npos &&
-         head.find("\n\n") == std::string::npos) {
-    if (head.size() >= kMaxHeadBytes) {
-      *answer = Response("431 Request Header Fields Too Large", "text/plain",
-                         "request head too large\n", true);
-      return "";
-    }
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      *answer = Response("408 Request Timeout", "text/plain",
-                         "request head not received in time\n", true);
-      return "";
-    }
-    pollfd p{fd, POLLIN, 0};
-    const int ready = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    if (ready < 0 && errno != EINTR) return "";
-    if (ready <= 0) continue;
-    const ssize_t n = recv(fd, buf, std::min(sizeof(buf), kMaxHeadBytes - head.size() + 1), 0);
-    if (n == 0) return "";  // Closed before finishing its request.
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) continue;
-      return "";
-    }
-    head.append(buf, static_cast<size_t>(n));
-  }
-  return head;
+// Where a request head ends (the blank line), or npos.
+size_t HeadEnd(absl::string_view in) {
+  const size_t crlf = in.find("\r\n\r\n");
+  if (crlf != absl::string_view::npos) return crlf + 4;
+  const size_t lf = in.find("\n\n");
+  return lf == absl::string_view::npos ? lf : lf + 2;
 }
 
 }  // namespace
@@ -147,72 +121,177 @@ MetricsServer::~MetricsServer() {
   thread_.join();
 }
 
+// One connection of the event loop, from accept to close.
+struct MetricsServer::Client {
+  enum class Phase { kReading, kWriting, kDraining, kDone };
+  FileDescriptor fd;
+  Phase phase = Phase::kReading;
+  std::string in;   // The request head so far.
+  std::string out;  // The answer.
+  size_t sent = 0;
+  size_t drained = 0;
+  absl::Time deadline;  // Of the current phase.
+};
+
 void MetricsServer::Serve() {
+  std::vector<std::unique_ptr<Client>> clients;  // Oldest first.
+  std::vector<pollfd> fds;
   while (true) {
-    pollfd p[2] = {{listener_.fd(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    if (poll(p, 2, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
+    fds.clear();
+    fds.push_back({wake_read_.get(), POLLIN, 0});
+    fds.push_back({listener_.fd(), POLLIN, 0});
+    absl::Time next = absl::InfiniteFuture();
+    for (const auto& c : clients) {
+      fds.push_back({c->fd.get(),
+                     static_cast<short>(c->phase == Client::Phase::kWriting
+                                            ? POLLOUT
+                                            : POLLIN),
+                     0});
+      next = std::min(next, c->deadline);
     }
-    if (p[1].revents != 0) return;  // The destructor knocked.
-    const int fd = accept4(listener_.fd(), nullptr, nullptr,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) continue;  // EAGAIN, or a client that left at once.
-    FileDescriptor owned(fd);
-    Answer(fd);
+    const int timeout_ms =
+        next == absl::InfiniteFuture()
+            ? -1
+            : static_cast<int>(std::clamp<int64_t>(
+                  absl::ToInt64Milliseconds(next - absl::Now()) + 1, 0, 1000));
+    if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) return;  // The destructor knocked.
+    for (size_t i = 0; i < clients.size(); ++i) {
+      if (fds[i + 2].revents != 0) Step(*clients[i]);
+    }
+    if (fds[1].revents != 0) Accept(clients);
+    const absl::Time now = absl::Now();
+    for (auto& c : clients) {
+      if (c->phase != Client::Phase::kDone && now >= c->deadline) Expire(*c);
+    }
+    clients.erase(std::remove_if(clients.begin(), clients.end(),
+                                 [](const std::unique_ptr<Client>& c) {
+                                   return c->phase == Client::Phase::kDone;
+                                 }),
+                  clients.end());
   }
 }
 
-void MetricsServer::Answer(int fd) {
-  const absl::Time deadline = absl::Now() + options_.client_timeout;
-  std::string answer;
-  const std::string head = ReadHead(fd, deadline, &answer);
-  if (!head.empty()) {
-    absl::StatusOr<HttpRequestLine> request = ParseHttpRequestLine(head);
-    if (!request.ok()) {
-      answer = Response("400 Bad Request", "text/plain",
-                        absl::StrCat(request.status().message(), "\n"), true);
-    } else if (request->method != "GET" && request->method != "HEAD") {
-      answer = Response("405 Method Not Allowed", "text/plain",
-                        "only GET and HEAD\n", true, "Allow: GET, HEAD\r\n");
-    } else if (request->path != "/metrics") {
-      answer = Response("404 Not Found", "text/plain",
-                        "relay serves /metrics only\n", request->method == "GET");
-    } else {
-      answer = Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
-                        render_(), request->method == "GET");
-      scrapes_.fetch_add(1);
+void MetricsServer::Accept(std::vector<std::unique_ptr<Client>>& clients) {
+  for (int k = 0; k < kMaxClients; ++k) {
+    const int fd = accept4(listener_.fd(), nullptr, nullptr,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, or a client that left at once.
+    if (clients.size() >= static_cast<size_t>(kMaxClients)) {
+      // Full: the oldest connection goes, whatever it is doing, so idle
+      // connections cannot lock scrapes out.
+      clients.erase(clients.begin());
     }
+    auto c = std::make_unique<Client>();
+    c->fd = FileDescriptor(fd);
+    c->deadline = absl::Now() + options_.client_timeout;
+    clients.push_back(std::move(c));
   }
-  // Best effort: a client that stops reading is dropped at the deadline.
-  absl::string_view left = answer;
-  while (!left.empty()) {
-    const ssize_t n = send(fd, left.data(), left.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      left.remove_prefix(static_cast<size_t>(n));
-      continue;
+}
+
+void MetricsServer::Step(Client& c) {
+  switch (c.phase) {
+    case Client::Phase::kReading: {
+      char buf[1024];
+      while (true) {
+        const ssize_t n = recv(c.fd.get(), buf, sizeof(buf), 0);
+        if (n > 0) {
+          c.in.append(buf, static_cast<size_t>(n));
+          const size_t end = HeadEnd(c.in);
+          if (end != std::string::npos) {
+            Answer(c, absl::string_view(c.in).substr(0, end));
+            break;
+          }
+          if (c.in.size() >= kMaxHeadBytes) {
+            Reply(c, Response("431 Request Header Fields Too Large",
+                              "text/plain", "request head too large\n", true));
+            break;
+          }
+          continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && errno == EINTR) continue;
+        c.phase = Client::Phase::kDone;  // Closed before finishing its head.
+        return;
+      }
+      Step(c);  // Start writing at once.
+      return;
     }
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return;
-    const absl::Duration wait = deadline + options_.client_timeout - absl::Now();
-    if (wait <= absl::ZeroDuration()) return;
-    pollfd p{fd, POLLOUT, 0};
-    poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
+    case Client::Phase::kWriting:
+      while (c.sent < c.out.size()) {
+        const ssize_t n = send(c.fd.get(), c.out.data() + c.sent,
+                               c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n > 0) {
+          c.sent += static_cast<size_t>(n);
+          continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && errno == EINTR) continue;
+        c.phase = Client::Phase::kDone;
+        return;
+      }
+      // A lingering close: closing with unread request bytes (an oversized
+      // head) would send a reset that can destroy the answer before the
+      // client reads it. Drain briefly, bounded in time and bytes.
+      shutdown(c.fd.get(), SHUT_WR);
+      c.phase = Client::Phase::kDraining;
+      c.deadline = absl::Now() + std::min(options_.client_timeout,
+                                          absl::Milliseconds(500));
+      return;
+    case Client::Phase::kDraining: {
+      char sink[4096];
+      while (true) {
+        const ssize_t n = recv(c.fd.get(), sink, sizeof(sink), 0);
+        if (n > 0) {
+          c.drained += static_cast<size_t>(n);
+          if (c.drained >= (1u << 20)) break;
+          continue;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && errno == EINTR) continue;
+        break;
+      }
+      c.phase = Client::Phase::kDone;
+      return;
+    }
+    case Client::Phase::kDone:
+      return;
   }
-  shutdown(fd, SHUT_WR);
-  // A lingering close: closing with unread request bytes (an oversized
-  // head) would send a reset that can destroy the answer before the client
-  // reads it. Drain briefly, bounded in time and bytes.
-  const absl::Time linger =
-      absl::Now() + std::min(options_.client_timeout, absl::Milliseconds(500));
-  char sink[4096];
-  for (size_t drained = 0; drained < (1u << 20);) {
-    const absl::Duration wait = linger - absl::Now();
-    if (wait <= absl::ZeroDuration()) break;
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1) <= 0) break;
-    const ssize_t n = recv(fd, sink, sizeof(sink), 0);
-    if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) break;
-    if (n > 0) drained += static_cast<size_t>(n);
+}
+
+void MetricsServer::Expire(Client& c) {
+  if (c.phase == Client::Phase::kReading) {
+    Reply(c, Response("408 Request Timeout", "text/plain",
+                      "request head not received in time\n", true));
+    Step(c);
+    return;
+  }
+  // A client that stops reading its answer, or lingers: dropped.
+  c.phase = Client::Phase::kDone;
+}
+
+void MetricsServer::Reply(Client& c, std::string answer) {
+  c.out = std::move(answer);
+  c.phase = Client::Phase::kWriting;
+  c.deadline = absl::Now() + options_.client_timeout;
+}
+
+void MetricsServer::Answer(Client& c, absl::string_view head) {
+  absl::StatusOr<HttpRequestLine> request = ParseHttpRequestLine(head);
+  if (!request.ok()) {
+    Reply(c, Response("400 Bad Request", "text/plain",
+                      absl::StrCat(request.status().message(), "\n"), true));
+  } else if (request->method != "GET" && request->method != "HEAD") {
+    Reply(c, Response("405 Method Not Allowed", "text/plain",
+                      "only GET and HEAD\n", true, "Allow: GET, HEAD\r\n"));
+  } else if (request->path != "/metrics") {
+    Reply(c, Response("404 Not Found", "text/plain",
+                      "relay serves /metrics only\n",
+                      request->method == "GET"));
+  } else {
+    Reply(c, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
+                      render_(), request->method == "GET"));
+    scrapes_.fetch_add(1);
   }
 }
 

@@ -4,9 +4,11 @@
 // answers `GET /metrics` (and HEAD) with whatever its render function
 // returns, in the Prometheus text format's content type; every other path
 // is 404, every other method 405, and a request that is not HTTP/1.x is
-// 400. One thread serves one connection at a time and closes it after the
-// answer (Connection: close): a scrape every few seconds needs no more, and
-// a client that stalls is dropped after `client_timeout`.
+// 400. One thread serves every connection with poll(), so a connection
+// that sends nothing holds up nobody: at most kMaxClients are open at once
+// (a new one past that drops the oldest), each answered and closed
+// (Connection: close), and one that has not sent its request head within
+// `client_timeout` gets 408.
 //
 // It binds to exactly the address it is given, 127.0.0.1 unless told
 // otherwise: metrics say what a job is doing, and are not published on
@@ -30,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -78,8 +81,18 @@ class MetricsServer {
  private:
   MetricsServer(Listener listener, FileDescriptor wake_read,
                 FileDescriptor wake_write, Options options, Render render);
+  // Connections served at once (see the header comment).
+  static constexpr int kMaxClients = 64;
+  struct Client;
   void Serve();
-  void Answer(int fd);
+  // Takes new connections, dropping the oldest past kMaxClients.
+  void Accept(std::vector<std::unique_ptr<Client>>& clients);
+  // Moves `c` on as far as its socket allows.
+  void Step(Client& c);
+  // `c`'s deadline passed.
+  void Expire(Client& c);
+  void Reply(Client& c, std::string answer);
+  void Answer(Client& c, absl::string_view head);
 
   Listener listener_;
   FileDescriptor wake_read_, wake_write_;  // A pipe: the destructor's knock.

@@ -76,6 +76,10 @@ class TcpStore final : public Store {
   const std::string& host() const { return options_.host; }
   // The hosted server, or null for a client of someone else's.
   const TcpStoreServer* server() const { return server_.get(); }
+  // Keeps `resource` as long as this store (rank 0's host token file).
+  void KeepAlive(std::shared_ptr<void> resource) {
+    kept_.push_back(std::move(resource));
+  }
 
  private:
   explicit TcpStore(TcpStoreOptions options) : options_(std::move(options)) {}
@@ -88,6 +92,7 @@ class TcpStore final : public Store {
 
   TcpStoreOptions options_;
   std::unique_ptr<TcpStoreServer> server_;  // Destroyed after the pool.
+  std::vector<std::shared_ptr<void>> kept_;  // KeepAlive's.
   std::mutex mu_;
   std::vector<Socket> idle_;  // Guarded by mu_.
 };
