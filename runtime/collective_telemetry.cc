@@ -69,6 +69,10 @@ void CollectiveTelemetry::Finish(const Ticket& ticket,
   }
   metrics_->RecordNanos(ticket.kind, ticket.bytes, now_ns - ticket.start_ns,
                         status.ok());
+  if (!status.ok() && on_failure_ != nullptr && *on_failure_ &&
+      !absl::IsInvalidArgument(status) && !absl::IsCancelled(status)) {
+    (*on_failure_)(status);
+  }
 }
 
 CollectiveTelemetry::Ticket CollectiveTelemetry::Queue(

@@ -75,6 +75,16 @@ class CollectiveTelemetry
     Finish(ticket, outcome);
   }
 
+  // Runs after a started collective's failure is recorded (any code but
+  // InvalidArgument, a call refused as given, and Cancelled, which an abort
+  // already handled): the communicator's failure hook, so that a failure
+  // inside any algorithm (the shared-memory exchange's among them) aborts,
+  // writes the flight record and tells the peers, as the scheduled
+  // algorithms' own hook does. Set before the first collective.
+  void SetFailureHook(std::shared_ptr<const FailureHook> hook) {
+    on_failure_ = std::move(hook);
+  }
+
  private:
   struct Slot {
     std::atomic<bool> busy{false};
@@ -94,6 +104,7 @@ class CollectiveTelemetry
 
   const std::shared_ptr<FlightRecorder> recorder_;
   const std::shared_ptr<CollectiveMetrics> metrics_;
+  std::shared_ptr<const FailureHook> on_failure_;  // SetFailureHook's.
   Slot slots_[kSlots];
   // Where the next search for a free slot starts: a hint, read and written
   // without a read-modify-write (two threads starting at the same slot is

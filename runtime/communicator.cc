@@ -226,6 +226,7 @@ Communicator::Communicator(TransportFactory& factory,
           WriteFlightRecordToDirectory(recorder.get(), rank, size, why.ToString());
         }
       });
+  telemetry_->SetFailureHook(on_failure_);
 }
 
 std::string Communicator::FlightRecord(absl::string_view reason) const {
@@ -264,6 +265,18 @@ absl::Status Communicator::WriteMetrics(const std::string& path) const {
 
 Communicator::~Communicator() {
   UnregisterForSignalDump(signal_dump_handle_);
+  // Destroyed with a collective not complete (its Wait timed out and the
+  // caller gave up): this rank fails as an abort would, so its peers learn
+  // it now instead of at their own timeouts, and its flight record says
+  // which collective it left (relay_analyze reads it).
+  if (recorder_ != nullptr && !abort_->set.load(std::memory_order_acquire)) {
+    if (std::optional<FlightRecorder::Entry> pending =
+            recorder_->OldestQueued()) {
+      (*on_failure_)(absl::CancelledError(absl::StrCat(
+          "communicator destroyed with ", CollectiveName(pending->kind), " #",
+          pending->sequence, " not complete")));
+    }
+  }
   // Writes this rank's failure if one is pending, else that it left
   // normally (so its silent heartbeat is not taken for a crash).
   monitor_.reset();
@@ -368,12 +381,6 @@ Communicator::PrepareCollective(CollectiveArgs& args,
   args.on_failure = &on_failure_;
   // Taken only after validation, so a rejected call leaves no gap.
   args.sequence = next_sequence_.fetch_add(1, std::memory_order_relaxed);
-  if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
-    if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
-      (*on_failure_)(agreed);  // The ranks are out of step: abort.
-      return agreed;
-    }
-  }
   *on_device_out = on_device;
   *start_ns_out = start_ns;
   return absl::OkStatus();
@@ -394,6 +401,16 @@ absl::StatusOr<Request> Communicator::StartCollective(
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
 #endif
+  if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
+    // After Queue: the flight record holds the call the check refused.
+    if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
+#ifndef RELAY_DIAG_NO_TELEMETRY
+      telemetry_->Refused(ticket, agreed);
+#endif
+      (*on_failure_)(agreed);  // The ranks are out of step: abort.
+      return agreed;
+    }
+  }
   absl::StatusOr<Request> started = Dispatch(args, caps_, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.
@@ -416,6 +433,15 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
 #endif
+  if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
+    if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
+#ifndef RELAY_DIAG_NO_TELEMETRY
+      telemetry_->Refused(ticket, agreed);
+#endif
+      (*on_failure_)(agreed);
+      return agreed;
+    }
+  }
   absl::Status status;
   if (!on_device && !WantsNative(args, caps_)) {
     // relay's algorithm on host memory: the engine may run it on this

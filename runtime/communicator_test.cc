@@ -3,6 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -759,6 +762,42 @@ TEST(CommunicatorTest, AbortEndsABlockingCallPromptly) {
     EXPECT_LT(returned - aborted_at, absl::Milliseconds(100));
     EXPECT_TRUE(barrier.Arrive());
   });
+}
+
+// A failure inside the shared-memory exchange (here a peer that aborted,
+// with failure propagation off, so only the exchange can tell) aborts the
+// communicator as any algorithm's does: the rank writes its flight record.
+// The exchange never called the failure hook, so no record was written.
+TEST(CommunicatorTest, AShmFailureWritesTheFlightRecord) {
+  char tmpl[] = "/tmp/shm_flight.XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  ASSERT_EQ(setenv("RELAY_FLIGHT_RECORDER_DIR", dir.c_str(), 1), 0);
+  CommunicatorOptions options = TestOptions();
+  options.failure_poll_interval = absl::ZeroDuration();
+  ThreadBarrier barrier(2);
+  RunGroup(2, [&](Communicator& comm) {
+    if (comm.rank() == 1) {
+      EXPECT_TRUE(comm.Abort().ok());
+      EXPECT_TRUE(barrier.Arrive());
+      return;
+    }
+    EXPECT_TRUE(barrier.Arrive());
+    std::vector<float> in = Values(0, 16), out(16, 0.0f);
+    CollectiveOptions shm;
+    shm.algorithm = Algorithm::kShm;
+    absl::StatusOr<Request> r =
+        comm.AllReduce(ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum, shm);
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(absl::IsUnavailable(r->Wait(kWait)));
+    std::ifstream record(dir + "/relay_flight_rank0.json");
+    std::stringstream text;
+    text << record.rdbuf();
+    EXPECT_THAT(text.str(), HasSubstr("\"state\": \"failed\""))
+        << "rank 0 wrote no record of its failed shm all_reduce";
+  }, options);
+  unsetenv("RELAY_FLIGHT_RECORDER_DIR");
+  std::system(absl::StrCat("rm -rf ", dir).c_str());
 }
 
 // The same with the fingerprint check on: a call blocked in the check (its

@@ -97,6 +97,13 @@ void FlightRecorder::DoneNanos(uint64_t token, const absl::Status& status,
   r.version.store(version + 2, kRelease);
 }
 
+std::optional<FlightRecorder::Entry> FlightRecorder::OldestQueued() const {
+  for (Entry& e : Snapshot()) {
+    if (e.state == State::kQueued) return std::move(e);
+  }
+  return std::nullopt;
+}
+
 std::vector<FlightRecorder::Entry> FlightRecorder::Snapshot() const {
   constexpr auto kAcquire = std::memory_order_acquire;
   std::vector<Entry> out;

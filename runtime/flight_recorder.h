@@ -38,6 +38,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,8 @@ class FlightRecorder {
   void DoneNanos(uint64_t token, const absl::Status& status, int64_t now_ns);
   // The entries still held, oldest first.
   std::vector<Entry> Snapshot() const;
+  // The oldest entry still queued (started, never finished), if any.
+  std::optional<Entry> OldestQueued() const;
   // {"rank": R, "size": N, "dumped_at": "...", "reason": "...",
   //  "entries": [{"sequence": ..., "kind": "all_reduce", "dtype": ...,
   //  "count": ..., "root": ..., "algorithm": ..., "state": "queued",

@@ -11,6 +11,12 @@
 //   flight_scenario --dir D --stall R --at K --signal 1   as --stall, but
 //       while the ranks wait the process raises SIGUSR1, and the records the
 //       signal wrote (runtime/flight_dump_signal.h) are copied to D.
+//   flight_scenario --dir D --stall R --at K --no-abort 1   as --stall, as
+//       a program that only waits would: the others return on the timeout
+//       without aborting, and R is stuck elsewhere, then returns; the
+//       records come from the communicators destroyed with work pending.
+//   flight_scenario --dir D --mismatch R --at K   with the fingerprint
+//       check on, rank R calls all_reduce #K with another count.
 //
 // Records go to D/relay_flight_rank<R>.json. Exit status 0 when the
 // scenario ran as described (every rank but a stalled one saw an error).
@@ -40,23 +46,27 @@ constexpr int kRanks = 4;
 
 int Main(int argc, char** argv) {
   std::string dir, mode;
-  int rank = -1, at = -1, signal = 0;
+  int rank = -1, at = -1, signal = 0, no_abort = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--dir") {
       dir = value;
-    } else if ((flag == "--stall" || flag == "--kill") &&
+    } else if ((flag == "--stall" || flag == "--kill" ||
+                flag == "--mismatch") &&
                absl::SimpleAtoi(value, &rank)) {
       mode = flag.substr(2);
     } else if ((flag == "--at" || flag == "--at-op") && absl::SimpleAtoi(value, &at)) {
     } else if (flag == "--signal" && absl::SimpleAtoi(value, &signal)) {
+    } else if (flag == "--no-abort" && absl::SimpleAtoi(value, &no_abort)) {
     } else {
       std::fprintf(stderr, "flight_scenario: bad flag %s %s\n", flag.c_str(), value.c_str());
       return 2;
     }
   }
   if (dir.empty() || mode.empty() || rank < 0 || rank >= kRanks || at < 0) {
-    std::fprintf(stderr, "usage: flight_scenario --dir D (--stall R --at K | --kill R --at-op K)\n");
+    std::fprintf(stderr, "usage: flight_scenario --dir D (--stall R --at K "
+                 "[--signal 1 | --no-abort 1] | --kill R --at-op K | "
+                 "--mismatch R --at K)\n");
     return 2;
   }
   // With --signal the records of the abort go elsewhere, so D holds only
@@ -77,6 +87,7 @@ int Main(int argc, char** argv) {
   CommunicatorOptions options;
   options.default_timeout =
       absl::Milliseconds(mode == "stall" ? (signal ? 2000 : 500) : 30000);
+  if (mode == "mismatch") options.check_level = CheckLevel::kFingerprint;
   std::vector<absl::Status> results(kRanks);
   std::thread signaller;
   std::atomic<int> copied{-1};
@@ -113,6 +124,12 @@ int Main(int argc, char** argv) {
     absl::Status result;
     for (int i = 0; i < 10 && result.ok(); ++i) {
       if (mode == "stall" && comm.rank() == rank && i == at) {
+        if (no_abort) {
+          // Stuck elsewhere past the others' timeouts (and the news of
+          // their leaving), then gone: its communicator is destroyed.
+          absl::SleepFor(absl::Milliseconds(1500));
+          return absl::OkStatus();
+        }
         if (signal) {  // Stuck elsewhere while the signal comes.
           absl::SleepFor(absl::Milliseconds(1000));
           return absl::OkStatus();
@@ -122,12 +139,18 @@ int Main(int argc, char** argv) {
             absl::StrCat(dir, "/relay_flight_rank", comm.rank(), ".json"),
             "requested while stuck outside relay");
       }
-      absl::StatusOr<Request> r = comm.AllReduce(ConstBuffer::Of(data),
-                                                 Buffer::Of(data), ReduceOp::kSum, ring);
+      const size_t count = mode == "mismatch" && comm.rank() == rank && i == at
+                               ? data.size() / 2
+                               : data.size();
+      absl::StatusOr<Request> r = comm.AllReduce(
+          ConstBuffer::Of(data.data(), count), Buffer::Of(data.data(), count),
+          ReduceOp::kSum, ring);
       result = r.ok() ? r->Wait() : r.status();
     }
     results[comm.rank()] = result;
-    if (!result.ok()) comm.Abort(result).IgnoreError();  // Writes the record.
+    // Writes the record; without it, destroying the communicator with the
+    // collective pending does.
+    if (!result.ok() && !no_abort) comm.Abort(result).IgnoreError();
     return absl::OkStatus();
   }, options).IgnoreError();
   if (signaller.joinable()) signaller.join();

@@ -30,6 +30,25 @@ echo "stall at 4, records from SIGUSR1: $verdict"
   fail "signal: wrong verdict"
 grep -q '"reason": "signal SIGUSR1"' "$d/relay_flight_rank0.json" || fail "signal: not the signal's record"
 
+# The README's idiom: Wait, return on DeadlineExceeded, no Abort. The
+# communicators destroyed with the collective pending write the records
+# (there were none: "no flight records found").
+d="$tmp/noabort"; mkdir -p "$d"
+"$scenario" --dir "$d" --stall 2 --at 3 --no-abort 1 >"$d/out.txt" || fail "no-abort scenario: $(cat "$d/out.txt")"
+verdict="$(python3 "$analyze" "$d" | head -1)"
+echo "stall at 3, no abort: $verdict"
+[[ "$verdict" == "rank 2 never entered all_reduce #3;"* ]] ||
+  fail "no-abort: wrong verdict"
+
+# A mismatch caught by the fingerprint check is named, with both calls (it
+# read "no collective is pending").
+d="$tmp/mismatch"; mkdir -p "$d"
+"$scenario" --dir "$d" --mismatch 2 --at 5 >"$d/out.txt" || fail "mismatch scenario: $(cat "$d/out.txt")"
+verdict="$(python3 "$analyze" "$d" | head -1)"
+echo "mismatch at 5: $verdict"
+[[ "$verdict" == "ranks disagree on all_reduce #5: "*"rank 2 called all_reduce(float32 x 500, sum)"* ]] ||
+  fail "mismatch: wrong verdict"
+
 for op in 0 13 40; do
   d="$tmp/kill$op"; mkdir -p "$d"
   "$scenario" --dir "$d" --kill 1 --at-op "$op" >"$d/out.txt" || fail "kill scenario at op $op: $(cat "$d/out.txt")"
