@@ -284,6 +284,15 @@ Communicator::~Communicator() {
   transport_->Abort(absl::CancelledError("communicator destroyed"));
   gate_->Close();
   started_.CancelAll(absl::CancelledError("communicator destroyed"));
+  // A Split's or Shrink's keys live under a prefix of their own: the last
+  // rank to leave deletes them, so a service that makes communicators
+  // keeps a flat store. (A rank that died never counts itself out: its
+  // group's keys then stay, as does the world's, whose store the caller
+  // may share.)
+  if (owns_store_keys_) {
+    absl::StatusOr<int64_t> left = store_->Add("left", 1);
+    if (left.ok() && *left == size_) store_->DeletePrefix("").IgnoreError();
+  }
 }
 
 bool Communicator::AbortRecord::Set(absl::Status why) {
@@ -786,15 +795,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
           *derived ? (*derived)->size() : 0, ", expected rank ", new_rank,
           " of ", new_size));
     }
-    return std::unique_ptr<Communicator>(
+    auto child = std::unique_ptr<Communicator>(
         new Communicator(factory_, engine_, std::move(scoped),
                          *std::move(derived), new_rank, new_size,
                          child_options));
+    child->owns_store_keys_ = true;
+    return child;
   }
   if (!absl::IsUnimplemented(derived.status())) return derived.status();
   if (color < 0) return std::unique_ptr<Communicator>();
-  return Create(factory_, engine_, std::move(scoped), new_rank, new_size,
-                child_options);
+  RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> child,
+                         Create(factory_, engine_, std::move(scoped), new_rank,
+                                new_size, child_options));
+  child->owns_store_keys_ = true;
+  return child;
 }
 
 absl::StatusOr<std::vector<int32_t>> Communicator::GatherColorsAndKeys(
@@ -898,8 +912,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   if (options.timeout > absl::ZeroDuration()) {
     child_options.default_timeout = options.timeout;
   }
-  return Create(factory_, engine_, std::move(scoped), new_rank,
-                static_cast<int>(survivors.size()), child_options);
+  RELAY_ASSIGN_OR_RETURN(
+      std::unique_ptr<Communicator> child,
+      Create(factory_, engine_, std::move(scoped), new_rank,
+             static_cast<int>(survivors.size()), child_options));
+  child->owns_store_keys_ = true;
+  return child;
 }
 
 absl::Status Communicator::Abort(absl::Status reason) {

@@ -327,6 +327,9 @@ class Communicator {
     void CancelAll(const absl::Status& why);
   };
   StartedRequests started_;
+  // Made by Split or Shrink, under a store prefix of its own (the
+  // destructor's cleanup).
+  bool owns_store_keys_ = false;
   std::atomic<uint64_t> next_sequence_{0};
   std::atomic<uint64_t> next_split_{0};
   std::atomic<uint64_t> next_shrink_{0};

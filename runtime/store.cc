@@ -7,7 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -106,6 +108,19 @@ absl::Status InMemoryStore::Delete(absl::string_view key) {
   return absl::OkStatus();
 }
 
+absl::Status InMemoryStore::DeletePrefix(absl::string_view prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::erase_if(map_, [&](const auto& entry) {
+    return absl::StartsWith(entry.first, prefix);
+  });
+  return absl::OkStatus();
+}
+
+size_t InMemoryStore::size() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return map_.size();
+}
+
 // --- PrefixStore -------------------------------------------------------------
 
 std::string PrefixStore::Scoped(absl::string_view key) const {
@@ -142,6 +157,10 @@ absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(
 absl::Status PrefixStore::Delete(absl::string_view key) {
   if (absl::Status s = CheckKey("Delete", key); !s.ok()) return s;
   return base_->Delete(Scoped(key));
+}
+
+absl::Status PrefixStore::DeletePrefix(absl::string_view prefix) {
+  return base_->DeletePrefix(Scoped(prefix));
 }
 
 }  // namespace relay

@@ -55,6 +55,13 @@ class Store {
   // a missing key after `timeout`. The default calls Get once per key.
   virtual absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout);
+  // Deletes every key that starts with `prefix` ("" is every key): a
+  // communicator's keys once its last rank has gone. Unimplemented where
+  // the store cannot (then the keys stay).
+  virtual absl::Status DeletePrefix(absl::string_view prefix) {
+    (void)prefix;
+    return absl::UnimplementedError("this store cannot delete by prefix");
+  }
 };
 
 class InMemoryStore final : public Store {
@@ -64,6 +71,8 @@ class InMemoryStore final : public Store {
                                   absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
   absl::Status Delete(absl::string_view key) override;
+  absl::Status DeletePrefix(absl::string_view prefix) override;
+  size_t size();  // Keys held (tests).
 
  private:
   // std::mutex rather than absl::Mutex throughout relay: Debian's Abseil is
@@ -85,6 +94,7 @@ class PrefixStore final : public Store {
   absl::Status Delete(absl::string_view key) override;
   absl::StatusOr<std::vector<std::string>> MultiGet(
       absl::Span<const std::string> keys, absl::Duration timeout) override;
+  absl::Status DeletePrefix(absl::string_view prefix) override;
 
   const std::string& prefix() const { return prefix_; }
 

@@ -90,7 +90,7 @@ absl::Status Malformed(absl::string_view what, absl::string_view field) {
 
 bool ValidOp(uint8_t op) {
   return op >= static_cast<uint8_t>(Op::kSet) &&
-         op <= static_cast<uint8_t>(Op::kDelete);
+         op <= static_cast<uint8_t>(Op::kDeletePrefix);
 }
 
 }  // namespace
@@ -113,6 +113,7 @@ std::string EncodeRequest(const Request& request) {
       w.U64(static_cast<uint64_t>(request.delta));
       break;
     case Op::kDelete:
+    case Op::kDeletePrefix:
       w.Bytes(request.keys.empty() ? "" : request.keys[0]);
       break;
   }
@@ -155,6 +156,7 @@ absl::StatusOr<Request> DecodeRequest(absl::string_view body) {
       break;
     }
     case Op::kDelete:
+    case Op::kDeletePrefix:
       if (!r.Bytes(&key)) return Malformed("delete", "key");
       request.keys.push_back(std::move(key));
       break;

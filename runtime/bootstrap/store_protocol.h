@@ -46,7 +46,13 @@ inline constexpr uint32_t kMaxFrameBytes = 16u << 20;
 // Bounds the keys of one kGet.
 inline constexpr uint32_t kMaxKeysPerGet = 1u << 16;
 
-enum class Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kDelete = 4 };
+enum class Op : uint8_t {
+  kSet = 1,
+  kGet = 2,
+  kAdd = 3,
+  kDelete = 4,
+  kDeletePrefix = 5,  // Every key starting with keys[0] (which may be "").
+};
 
 struct Request {
   Op op = Op::kSet;

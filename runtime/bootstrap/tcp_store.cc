@@ -215,6 +215,15 @@ absl::StatusOr<int64_t> TcpStore::Add(absl::string_view key, int64_t delta) {
   return r->counter;
 }
 
+absl::Status TcpStore::DeletePrefix(absl::string_view prefix) {
+  proto::Request request{.op = proto::Op::kDeletePrefix,
+                         .keys = {std::string(prefix)}};
+  absl::StatusOr<proto::Response> r =
+      Call(request, absl::Now() + options_.io_timeout);
+  if (!r.ok()) return r.status();
+  return r->status;
+}
+
 absl::Status TcpStore::Delete(absl::string_view key) {
   if (absl::Status s = CheckKey("Delete", key); !s.ok()) return s;
   proto::Request request{.op = proto::Op::kDelete, .keys = {std::string(key)}};

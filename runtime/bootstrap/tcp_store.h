@@ -71,6 +71,7 @@ class TcpStore final : public Store {
       absl::Span<const std::string> keys, absl::Duration timeout) override;
   absl::StatusOr<int64_t> Add(absl::string_view key, int64_t delta) override;
   absl::Status Delete(absl::string_view key) override;
+  absl::Status DeletePrefix(absl::string_view prefix) override;
 
   int port() const { return options_.port; }
   const std::string& host() const { return options_.host; }

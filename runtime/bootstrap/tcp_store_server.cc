@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -322,6 +323,14 @@ class TcpStoreServer::Loop {
 
   void Handle(uint64_t id, Connection& conn, proto::Request request) {
     proto::Response response;
+    if (request.op == proto::Op::kDeletePrefix) {  // "" is every key.
+      const std::string& prefix = request.keys[0];
+      absl::erase_if(map_, [&](const auto& entry) {
+        return absl::StartsWith(entry.first, prefix);
+      });
+      Respond(conn, request.op, response);
+      return;
+    }
     for (const std::string& key : request.keys) {
       if (key.empty()) {
         response.status =
@@ -356,6 +365,8 @@ class TcpStoreServer::Loop {
         Wake(key);
         return;
       }
+      case proto::Op::kDeletePrefix:
+        return;  // Handled above.
       case proto::Op::kDelete:
         if (map_.erase(key) == 0) {
           response.status = absl::NotFoundError(

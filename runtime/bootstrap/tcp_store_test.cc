@@ -103,6 +103,22 @@ TEST_F(TcpStoreTest, SetGetAddDelete) {
   EXPECT_EQ(*store->Get("big", absl::Seconds(1)), big);
 }
 
+// DeletePrefix removes exactly the keys under the prefix.
+TEST_F(TcpStoreTest, DeletePrefixRemovesThatSubtreeOnly) {
+  auto store = Client();
+  ASSERT_NE(store, nullptr);
+  for (const char* key : {"split/1/a", "split/1/b", "split/10/a", "other"}) {
+    ASSERT_TRUE(store->Set(key, "v").ok());
+  }
+  ASSERT_TRUE(store->DeletePrefix("split/1/").ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      store->Get("split/1/a", absl::Milliseconds(50)).status()));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(
+      store->Get("split/1/b", absl::Milliseconds(50)).status()));
+  EXPECT_TRUE(store->Get("split/10/a", absl::Seconds(1)).ok());
+  EXPECT_TRUE(store->Get("other", absl::Seconds(1)).ok());
+}
+
 TEST_F(TcpStoreTest, BadInputIsInvalidArgumentAndCountersAreChecked) {
   auto store = Client();
   EXPECT_EQ(store->Set("", "v").code(), absl::StatusCode::kInvalidArgument);
