@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "relay.h"
+#include "runtime/status_macros.h"
 #include "testing/conformance.h"
 #include "testing/device_memory.h"
 #include "testing/rank_harness.h"
@@ -342,6 +343,101 @@ TEST(NcclTransportTest, OnStreamOrdersLaterWorkOnThatStream) {
           return absl::InternalError(absl::StrCat(
               completed->load(), " of ", kCalls, " requests completed"));
         }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Contracts a client written from the public headers found broken on
+// device buffers (each of these failed before its fix):
+//   - an empty collective with a forced relay algorithm returned a host
+//     request, so StreamWait on it was Unimplemented;
+//   - a non-root's 1-element root-only send buffer made an empty broadcast
+//     with kOnStream a device call, which then returned Unimplemented after
+//     starting (its sequence number spent, the ranks out of step);
+//   - a batch refused for a bad device pointer aborted the communicator;
+//   - kOnStream was ignored by Send/Recv: work queued on the stream later
+//     read the receive buffer before the data arrived.
+TEST(NcclTransportTest, DevicePathContractsHold) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  constexpr size_t kCount = 1 << 20;  // 4 MB of float.
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        const Device gpu = Device::Cuda(rank);
+        cudaStream_t stream;
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+        absl::StatusOr<DeviceBytes> bytes = DeviceBytes::Allocate(kCount * 4);
+        if (!bytes.ok()) return bytes.status();
+        float* d = reinterpret_cast<float*>(bytes->data());
+        CollectiveOptions ring;
+        ring.algorithm = Algorithm::kRing;
+        ring.stream = stream;
+        // Empty all_reduce, forced ring: a device request.
+        absl::StatusOr<Request> r = comm.AllReduce(
+            ConstBuffer::Of(d, 0, gpu), Buffer::Of(d, 0, gpu), ReduceOp::kSum,
+            ring);
+        if (!r.ok()) return r.status();
+        if (absl::Status w = r->StreamWait(stream); !w.ok()) {
+          return absl::InternalError(absl::StrCat("empty all_reduce: ", w.ToString()));
+        }
+        RELAY_RETURN_IF_ERROR(r->Wait(absl::Seconds(30)));
+        // Empty broadcast, kOnStream, the non-root with a root-only buffer.
+        CollectiveOptions on_stream = ring;
+        on_stream.stream_order = StreamOrder::kOnStream;
+        r = comm.Broadcast(ConstBuffer::Of(d, rank == 0 ? 0 : 1, gpu),
+                           Buffer::Of(d, 0, gpu), 0, on_stream);
+        if (!r.ok()) {
+          return absl::InternalError(absl::StrCat("empty broadcast: ", r.status().ToString()));
+        }
+        RELAY_RETURN_IF_ERROR(r->Wait(absl::Seconds(30)));
+        // A batch with a pointer CUDA does not know: refused, nothing
+        // sent, the communicator usable.
+        std::vector<float> host(16, 1.0f);
+        const P2POp bad[] = {
+            P2POp::Send(ConstBuffer::Of(host.data(), 16, gpu), 1 - rank, 1),
+            P2POp::Recv(Buffer::Of(d, 16, gpu), 1 - rank, 1)};
+        absl::StatusOr<Request> refused = comm.BatchSendRecv(bad);
+        if (refused.status().code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError(absl::StrCat(
+              "bad pointer in a batch: ", refused.status().ToString()));
+        }
+        // kOnStream receive: a copy queued on the stream afterwards, with no
+        // Wait or StreamWait, sees the data.
+        std::vector<float> pattern(kCount), got(kCount, -1.0f);
+        for (size_t i = 0; i < kCount; ++i) pattern[i] = float(i % 9973) + 0.5f;
+        if (rank == 0) {
+          cudaMemcpy(d, pattern.data(), kCount * 4, cudaMemcpyHostToDevice);
+        } else {
+          cudaMemset(d, 0, kCount * 4);
+        }
+        CollectiveOptions p2p;
+        p2p.stream = stream;
+        p2p.stream_order = StreamOrder::kOnStream;
+        r = rank == 0 ? comm.Send(ConstBuffer::Of(d, kCount, gpu), 1, 7, p2p)
+                      : comm.Recv(Buffer::Of(d, kCount, gpu), 0, 7, p2p);
+        if (!r.ok()) return r.status();
+        if (rank == 1) {
+          cudaMemcpyAsync(got.data(), d, kCount * 4, cudaMemcpyDeviceToHost,
+                          stream);
+          cudaStreamSynchronize(stream);
+          for (size_t i = 0; i < kCount; ++i) {
+            if (got[i] != pattern[i]) {
+              return absl::InternalError(absl::StrCat(
+                  "kOnStream recv: element ", i, " is ", got[i], ", expected ",
+                  pattern[i]));
+            }
+          }
+        }
+        RELAY_RETURN_IF_ERROR(r->Wait(absl::Seconds(30)));
+        // Still in step and usable after all of the above.
+        r = comm.AllReduce(ConstBuffer::Of(d, 1024, gpu),
+                           Buffer::Of(d, 1024, gpu), ReduceOp::kSum, ring);
+        if (!r.ok()) return r.status();
+        RELAY_RETURN_IF_ERROR(r->Wait(absl::Seconds(30)));
+        cudaStreamDestroy(stream);
         return absl::OkStatus();
       },
       {}, OneGpuPerRank());
