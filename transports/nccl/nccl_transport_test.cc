@@ -386,6 +386,7 @@ TEST(NcclTransportTest, DevicePathContractsHold) {
         RELAY_RETURN_IF_ERROR(r->Wait(absl::Seconds(30)));
         // Empty broadcast, kOnStream, the non-root with a root-only buffer.
         CollectiveOptions on_stream = ring;
+        on_stream.algorithm = Algorithm::kBinomialTree;
         on_stream.stream_order = StreamOrder::kOnStream;
         r = comm.Broadcast(ConstBuffer::Of(d, rank == 0 ? 0 : 1, gpu),
                            Buffer::Of(d, 0, gpu), 0, on_stream);
