@@ -403,9 +403,7 @@ absl::StatusOr<Request> ScheduleEngine::StartResolved(
   // peer's point-to-point channels (ring.h). Going both ways halves each
   // message, which costs more than it gains below
   // kBidirectionalMinBlockBytes each way.
-  // Not where the transport's forward links (NCCL's ring edges) carry one
-  // way only: both ways with the edges lost 9 points at 1 GB on 4 H100s.
-  if (on_device && device_ring_bidirectional_ && !usable.forward_ring_links &&
+  if (on_device && device_ring_bidirectional_ &&
       algorithm == Algorithm::kRing &&
       args.kind == CollectiveKind::kAllReduce && size > 2) {
     const size_t block_bytes =

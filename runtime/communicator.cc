@@ -402,20 +402,12 @@ absl::StatusOr<Request> Communicator::StartCollective(
   RELAY_RETURN_IF_ERROR(
       PrepareCollective(args, options, &on_device, &start_ns));
 
-  // RELAY_DIAG_NO_TELEMETRY: a measuring build only, to price the flight
-  // record and metrics per call (no flight record, no metrics): build with
-  // --per_file_copt=runtime/communicator.cc@-DRELAY_DIAG_NO_TELEMETRY
-  // (bench/results/2026-11-26-loopback-small-vs-mpi-paired.md).
-#ifndef RELAY_DIAG_NO_TELEMETRY
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
-#endif
   if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
     // After Queue: the flight record holds the call the check refused.
     if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
-#ifndef RELAY_DIAG_NO_TELEMETRY
       telemetry_->Refused(ticket, agreed);
-#endif
       (*on_failure_)(agreed);  // The ranks are out of step: abort.
       return agreed;
     }
@@ -423,11 +415,9 @@ absl::StatusOr<Request> Communicator::StartCollective(
   absl::StatusOr<Request> started = Dispatch(args, caps_, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.
-#ifndef RELAY_DIAG_NO_TELEMETRY
     telemetry_->Started(ticket, *started);
   } else {
     telemetry_->Refused(ticket, started.status());
-#endif
   }
   return started;
 }
@@ -438,15 +428,11 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
   int64_t start_ns = 0;
   RELAY_RETURN_IF_ERROR(
       PrepareCollective(args, options, &on_device, &start_ns));
-#ifndef RELAY_DIAG_NO_TELEMETRY
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
-#endif
   if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
     if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
-#ifndef RELAY_DIAG_NO_TELEMETRY
       telemetry_->Refused(ticket, agreed);
-#endif
       (*on_failure_)(agreed);
       return agreed;
     }
@@ -465,9 +451,7 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
       status = started.status();
     }
   }
-#ifndef RELAY_DIAG_NO_TELEMETRY
   telemetry_->Ran(ticket, status);
-#endif
   // The call returns with nothing in flight: a collective still running
   // at its deadline would write into the caller's buffers afterwards, so
   // the communicator is aborted here, the one place for every layer below

@@ -88,10 +88,6 @@ struct TransportCapabilities {
   // Operations are queued on CUDA streams (device memory): requests support
   // StreamWait, and PostBatch honours its stream.
   bool stream_ordered = false;
-  // Messages from each rank to the next (r to r+1) have links of their own,
-  // faster than the other way (NCCL's ring-edge communicators): a ring
-  // should go that way only, not both ways round.
-  bool forward_ring_links = false;
   // How long a waiter on an operation over this transport polls before it
   // starts yielding its core (RequestState::SpinBudget): an algorithm's own
   // requests use it too. RequestState::SpinBudgetFor picks it from how many

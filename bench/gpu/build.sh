@@ -15,7 +15,6 @@
 #   gpu_bin/run_checks.sh OUT             # GPU tests and conformance
 #   gpu_bin/compare_nccl.sh OUT           # relay's NCCL transport vs raw NCCL
 #   gpu_bin/torch_vs_nccl.sh OUT          # torch backend "relay" vs "nccl"
-#   gpu_bin/open_targets.sh OUT           # issue 4's open targets, one call
 # The folder holds about 88 MB, 16 of them the torch extension's sources,
 # more than a device lease carries (64 MiB with the tree, or the lease
 # is refused): bench/gpu/stage.sh copies the files a lease needs, stripped,
@@ -25,12 +24,8 @@ cd "$(dirname "$0")/../.."
 out="${1:-gpu_bin}"
 targets=(
   //bench:added_latency
-  //bench:clock_cost
   //bench:collectives
   //bench:device_reduce
-  //bench:issue_cost
-  //bench:neighbour_exchange
-  //bench:stream_op_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
   //examples:overlap_streams
@@ -38,18 +33,7 @@ targets=(
   //transports/loopback:loopback_device_test
   //transports/nccl:nccl_transport_test
 )
-# bench/collectives and bench/added_latency again with the NCCL transport's
-# diagnostic switches (RELAY_NCCL_DIAG_*, see nccl_latency.sh): only its
-# files are compiled again, all of them, since the switches change Core's
-# layout (nccl_core.h).
-bazel build --define=relay_ucx=off --define=relay_static_deps=on \
-  --per_file_copt='transports/nccl/nccl_.*\.cc@-DRELAY_NCCL_DIAG' \
-  //bench:collectives //bench:added_latency >&2
 mkdir -p "$out"
-for b in collectives added_latency; do
-  cp -f "bazel-bin/bench/$b" "$out/${b}_diag"
-  chmod u+w "$out/${b}_diag"
-done
 bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2
 for t in "${targets[@]}"; do
   path="bazel-bin/$(sed 's|^//||; s|:|/|' <<<"$t")"
@@ -57,8 +41,8 @@ for t in "${targets[@]}"; do
   chmod u+w "$out/$(basename "$path")"
 done
 cp -f tools/relayrun bench/gpu/gpu_env.sh bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
-  bench/gpu/compare_nccl.py bench/gpu/nccl_latency.sh bench/gpu/nccl_latency.py \
-  bench/gpu/ring_over_nccl.sh bench/gpu/open_targets.sh bench/gpu/loopback_on_gpus.sh bench/gpu/p2p_by_size.sh bench/gpu/p2p_channels.sh bench/gpu/ring_edges.sh bench/gpu/p2p_comm_collectives.sh bench/gpu/edge_memory.sh bench/plot_busbw.py bench/report_rows.py \
+  bench/gpu/compare_nccl.py \
+  bench/gpu/ring_over_nccl.sh bench/gpu/loopback_on_gpus.sh bench/plot_busbw.py bench/report_rows.py \
   bench/gpu/torch_vs_nccl.sh bench/torch_allreduce.py examples/ddp_train.py \
   embed/torch/backend_cuda_test.py "$out/"
 # The torch extension is compiled on the GPU host against its torch.

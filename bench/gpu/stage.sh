@@ -13,8 +13,8 @@
 #   --xz        pack the files into OUT_DIR/bins.tar.xz (about an eighth of
 #               the size) with OUT_DIR/run.sh, which unpacks them on the GPU
 #               host and runs one: `bash gpu_run/run.sh lease.sh $OUT`
-#   FILE...     names inside it (default: every file but the *_diag builds,
-#               issue_cost and stream_op_cost, and not the torch/ folder)
+#   FILE...     names inside it (default: every file, not the torch/
+#               folder)
 # Example:
 #   bench/gpu/build.sh gpu_bin
 #   bench/gpu/stage.sh gpu_run nccl_transport_test collectives \
@@ -37,7 +37,7 @@ files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
   for f in "$from"/*; do
     [ -f "$f" ] || continue
-    case "$(basename "$f")" in collectives_diag|added_latency_diag|issue_cost|stream_op_cost) continue ;; esac
+    case "$(basename "$f")" in torch) continue ;; esac
     files+=("$(basename "$f")")
   done
 fi

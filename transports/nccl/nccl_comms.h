@@ -3,16 +3,14 @@
 // Making an NCCL transport's communicators and what goes with them, once
 // its first communicator (Core::comm) is initialised: the core's stream
 // and events (PrepareCore), the point-to-point communicator
-// (MakeP2pComm, RELAY_NCCL_P2P_CHANNELS) and the ring edges' (MakeEdgeComms,
-// RELAY_NCCL_RING_EDGES, RELAY_NCCL_RING_EDGE_BYTES). Each reads its
-// environment variables and returns InvalidArgument for a malformed one.
-// The two Make calls are collective over the ranks of Core::comm.
+// (MakeP2pComm, RELAY_NCCL_P2P_CHANNELS), which reads its setting and
+// returns InvalidArgument for a malformed one. MakeP2pComm is collective
+// over the ranks of Core::comm.
 // Internal to transports/nccl/.
 //
 // Example (nccl_transport.cc's Connect, after ncclCommInitRank):
 //   RELAY_RETURN_IF_ERROR(PrepareCore(*core));
 //   RELAY_RETURN_IF_ERROR(MakeP2pComm(*core));
-//   RELAY_RETURN_IF_ERROR(MakeEdgeComms(*core));
 #ifndef RELAY_TRANSPORTS_NCCL_NCCL_COMMS_H_
 #define RELAY_TRANSPORTS_NCCL_NCCL_COMMS_H_
 
@@ -29,11 +27,6 @@ absl::Status PrepareCore(Core& core);
 // The point-to-point communicator: a split of `comm` with
 // RELAY_NCCL_P2P_CHANNELS channels (default 64), or `comm` itself for 0.
 absl::Status MakeP2pComm(Core& core);
-
-// The ring edges' communicators, where RELAY_NCCL_RING_EDGES=1 asks for
-// them, split off and connected in the ring's direction (ring_edges.h).
-// Call after PrepareCore.
-absl::Status MakeEdgeComms(Core& core);
 
 }  // namespace nccl_internal
 }  // namespace relay

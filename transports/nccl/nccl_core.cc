@@ -85,10 +85,7 @@ void Core::WatchdogLoop() {
   // none does. Never zero: a watchdog that looked again at once spun on
   // cudaEventQuery while anything was queued, and its driver calls slowed
   // the thread enqueueing the next operation.
-  auto min_pause = kWatchdogMinPause;
-#ifdef RELAY_NCCL_DIAG
-  if (Diag().watchdog_min_pause.count() > 0) min_pause = Diag().watchdog_min_pause;
-#endif
+  const auto min_pause = kWatchdogMinPause;
   auto pause = min_pause;
   while (true) {
     std::shared_ptr<NcclRequest> expired;

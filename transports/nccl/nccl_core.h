@@ -34,79 +34,10 @@
 #include "runtime/transport.h"
 #include "transports/nccl/nccl_status.h"
 #include "transports/nccl/posted_list.h"
-#include "transports/nccl/ring_edges.h"
 
 namespace relay {
 namespace nccl_internal {
 
-#ifdef RELAY_NCCL_DIAG
-// Diagnostic switches, compiled in only with -DRELAY_NCCL_DIAG on every
-// file of the transport, as they change Core's layout (bench/gpu/
-// build.sh builds collectives_diag, a second bench/collectives, with them):
-// they take parts of the per-call path out to measure what each costs
-// (bench/gpu/nccl_latency.sh). Never in a normal build: some are unsafe.
-//   RELAY_NCCL_DIAG_NOPTR=1  skip the pointer checks in CheckMemory
-//                            (cached verdicts included)
-//   RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US=N
-//                            the watchdog sleeps at least N us between
-//                            looks at pending requests (its cudaEventQuery
-//                            calls), instead of kWatchdogMinPause
-//   RELAY_NCCL_DIAG_NO_WATCH=1
-//                            requests are not handed to the watchdog: they
-//                            complete only when waited on or tested (no
-//                            OnDone without a waiter, no timeouts)
-//   RELAY_NCCL_DIAG_PROFILE=1
-//                            Launch times its parts on the host clock and
-//                            each transport prints the mean per call to
-//                            stderr when it is destroyed (LaunchProfile)
-struct DiagSwitches {
-  bool no_pointer_check = false;
-  std::chrono::microseconds watchdog_min_pause{0};
-  bool no_watch = false;
-  bool profile = false;
-};
-inline const DiagSwitches& Diag() {
-  static const DiagSwitches d = [] {
-    DiagSwitches s;
-    if (const char* v = std::getenv("RELAY_NCCL_DIAG_NOPTR")) s.no_pointer_check = *v == '1';
-    if (const char* v = std::getenv("RELAY_NCCL_DIAG_WATCHDOG_PAUSE_US")) {
-      s.watchdog_min_pause = std::chrono::microseconds(std::atoi(v));
-    }
-    if (const char* v = std::getenv("RELAY_NCCL_DIAG_NO_WATCH")) s.no_watch = *v == '1';
-    if (const char* v = std::getenv("RELAY_NCCL_DIAG_PROFILE")) s.profile = *v == '1';
-    return s;
-  }();
-  return d;
-}
-
-// RELAY_NCCL_DIAG_PROFILE: the host time of Launch's parts, summed over
-// calls by the one thread that posts to a transport (the benchmarks'),
-// printed when the transport's core is destroyed.
-struct LaunchProfile {
-  static constexpr int kParts = 6;
-  static constexpr const char* kNames[kParts] = {
-      "device", "lock", "event+order+enqueue", "done event",
-      "unlock+request", "watch"};
-  int64_t ns[kParts] = {};
-  int64_t calls = 0;
-  std::chrono::steady_clock::time_point last;
-  void Start() { last = std::chrono::steady_clock::now(); }
-  void Mark(int part) {
-    const auto now = std::chrono::steady_clock::now();
-    ns[part] += std::chrono::duration_cast<std::chrono::nanoseconds>(now - last).count();
-    last = now;
-  }
-  void Print(int rank) const {
-    if (calls == 0) return;
-    std::string line = absl::StrCat("nccl launch profile, rank ", rank, ", ",
-                                    calls, " calls, ns per call:");
-    for (int i = 0; i < kParts; ++i) {
-      absl::StrAppend(&line, " ", kNames[i], " ", ns[i] / calls);
-    }
-    std::fprintf(stderr, "%s\n", line.c_str());
-  }
-};
-#endif
 
 // cudaEvent_t recycling: creating an event costs more than recording one,
 // and every operation needs one (its completion).
@@ -180,15 +111,6 @@ class CheckedPointers {
   std::atomic<uintptr_t> slots_[kSlots] = {};
 };
 
-// A ring edge's two-rank communicator (ring_edges.h), and the stream its
-// part of a batch runs on when the batch also uses another communicator.
-struct EdgeLink {
-  ncclComm_t comm = nullptr;
-  int peer = 0;  // The other end's rank in `comm`.
-  cudaStream_t stream = nullptr;
-  cudaEvent_t joined = nullptr;  // Recorded on `stream` after its part.
-};
-
 // What a transport shares with its requests and its watchdog.
 struct Core {
   int rank = 0;
@@ -202,34 +124,11 @@ struct Core {
   // posted them.
   ncclComm_t p2p_comm = nullptr;
   bool OwnsP2pComm() const { return p2p_comm != nullptr && p2p_comm != comm; }
-  // The ring edges' communicators (RELAY_NCCL_RING_EDGES; none where it
-  // is off): messages along the ring (to the next rank, from the previous)
-  // run on them instead of p2p_comm, so a send gets twice its channels on
-  // 4 ranks. A batch using several communicators forks from `stream` into
-  // the links' streams (after `forked`) and joins back, so its parts run
-  // at once.
-  EdgeLink to_next, from_prev;
-  cudaEvent_t forked = nullptr;
-  // Smaller messages stay on p2p_comm (RELAY_NCCL_RING_EDGE_BYTES). Both
-  // ends of a message decide alike: NCCL's counts match exactly.
-  size_t edge_min_bytes = 0;
-  bool HasEdges() const { return to_next.comm != nullptr; }
-  // The link that carries `op`, or null for p2p_comm.
-  EdgeLink* LinkFor(const PeerOp& op) {
-    if (!HasEdges() || op.data.bytes() < edge_min_bytes) return nullptr;
-    switch (RouteOf(rank, size, op.kind == PeerOp::Kind::kSend, op.peer)) {
-      case EdgeRoute::kToNext: return &to_next;
-      case EdgeRoute::kFromPrev: return &from_prev;
-      case EdgeRoute::kNone: break;
-    }
-    return nullptr;
-  }
   // Every NCCL communicator this core made (no allocation: the watchdog
   // asks on every look).
   absl::InlinedVector<ncclComm_t, 4> OwnedComms() const {
     absl::InlinedVector<ncclComm_t, 4> all;
-    for (ncclComm_t c : {comm, OwnsP2pComm() ? p2p_comm : nullptr,
-                         to_next.comm, from_prev.comm}) {
+    for (ncclComm_t c : {comm, OwnsP2pComm() ? p2p_comm : nullptr}) {
       if (c != nullptr) all.push_back(c);
     }
     return all;
@@ -286,22 +185,11 @@ struct Core {
   // The watchdog's scratch, kept to avoid allocating on every look.
   std::vector<cudaEvent_t> probe_events;
   std::vector<std::shared_ptr<NcclRequest>> completing;
-#ifdef RELAY_NCCL_DIAG
-  LaunchProfile profile;  // Written by the posting thread.
-#endif
 
   ~Core() {
-#ifdef RELAY_NCCL_DIAG
-    if (Diag().profile) profile.Print(rank);
-#endif
     if (!comm_aborted) {
       for (ncclComm_t c : OwnedComms()) ncclCommDestroy(c);
     }
-    for (EdgeLink* link : {&to_next, &from_prev}) {
-      if (link->joined != nullptr) cudaEventDestroy(link->joined);
-      if (link->stream != nullptr) cudaStreamDestroy(link->stream);
-    }
-    if (forked != nullptr) cudaEventDestroy(forked);
     if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
     if (ready != nullptr) cudaEventDestroy(ready);
     if (stream != nullptr) cudaStreamDestroy(stream);

@@ -20,20 +20,14 @@
 #include "transports/nccl/nccl_comms.h"
 #include "transports/nccl/nccl_core.h"
 #include "transports/nccl/nccl_status.h"
-#include "transports/nccl/ring_edges.h"
 
 namespace relay {
 namespace {
 
 using nccl_internal::Core;
-using nccl_internal::EdgeLink;
-using nccl_internal::MakeEdgeComms;
 using nccl_internal::MakeP2pComm;
 using nccl_internal::NcclRequest;
 using nccl_internal::PrepareCore;
-#ifdef RELAY_NCCL_DIAG
-using nccl_internal::Diag;
-#endif
 
 constexpr char kUniqueIdKey[] = "nccl/unique_id";
 
@@ -95,7 +89,6 @@ class NcclTransport final : public Transport {
     caps.native_collectives = true;
     caps.matches_tags = false;
     caps.stream_ordered = true;
-    caps.forward_ring_links = core_->HasEdges();
     caps.latency_us = 10;
     caps.bandwidth_gbps = 100;
     return caps;
@@ -137,13 +130,9 @@ class NcclTransport final : public Transport {
                                  Enqueue&& enqueue);
   absl::Status EnqueueCollective(const CollectiveArgs& args,
                                  cudaStream_t stream);
-  // A batch's sends and receives, on `stream` (PostBatch's Launch).
+  // A batch's sends and receives, in one NCCL group on `stream`
+  // (PostBatch's Launch).
   absl::Status EnqueueBatch(absl::Span<const PeerOp> ops, cudaStream_t stream);
-  // The ops of `ops` whose route (routes[k], as Core::LinkFor gives it)
-  // is `link`, in one NCCL group on `stream`.
-  absl::Status EnqueueGroup(absl::Span<const PeerOp> ops,
-                            absl::Span<EdgeLink* const> routes, EdgeLink* link,
-                            cudaStream_t stream);
 
   std::shared_ptr<Core> core_;
   std::thread watchdog_;
@@ -157,9 +146,6 @@ absl::Status NcclTransport::CheckMemory(const ConstBuffer& b,
         "nccl: ", what, " is declared on ", b.device.ToString(),
         ", but this rank's communicator runs on cuda:", core_->device));
   }
-#ifdef RELAY_NCCL_DIAG
-  if (Diag().no_pointer_check) return absl::OkStatus();
-#endif
   if (core_->checked_pointers.Contains(b.data)) return absl::OkStatus();
   RELAY_RETURN_IF_ERROR(CheckPointer(b.data, what));
   core_->checked_pointers.Add(b.data);
@@ -197,28 +183,14 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                                               uint64_t sequence,
                                               Enqueue&& enqueue) {
   Core& c = *core_;
-#ifdef RELAY_NCCL_DIAG
-  const bool profiling = Diag().profile;
-  auto mark = [&](int part) {
-    if (profiling) c.profile.Mark(part);
-  };
-  if (profiling) {
-    c.profile.Start();
-    ++c.profile.calls;
-  }
-#else
-  auto mark = [](int) {};
-#endif
   // Events and stream belong to the communicator's GPU; the calling thread
   // may have another one current.
   device_runtime::ScopedDevice on_device(c.device);
-  mark(0);
   cudaEvent_t done = nullptr;
   absl::Status queued;
   absl::Status aborted;  // The abort's reason, once aborted.
   {
     std::lock_guard<std::timed_mutex> lock(c.enqueue_mu);
-    mark(1);
     if (c.aborted.load(std::memory_order_acquire)) {
       // Transport::Abort's contract: a later post completes at once with
       // the abort's reason (a peer's loss stays a loss), not a misuse error.
@@ -260,11 +232,9 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                             "cudaStreamWaitEvent (the previous operation)");
       }
       if (queued.ok()) queued = enqueue(stream);
-      mark(2);
       if (queued.ok()) {
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
-      mark(3);
       if (queued.ok()) {
         c.last_stream = stream;
         c.last_done = done;
@@ -278,12 +248,7 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   }
   auto request =
       std::make_shared<NcclRequest>(core_, done, deadline, what, sequence);
-  mark(4);
-#ifdef RELAY_NCCL_DIAG
-  if (Diag().no_watch) return Request(std::move(request));
-#endif
   c.Watch(request);
-  mark(5);
   return Request(std::move(request));
 }
 
@@ -306,29 +271,22 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
                 [&](cudaStream_t stream) { return EnqueueBatch(ops, stream); });
 }
 
-// One NCCL group on `stream` of the ops whose route is `link` (null: the
-// point-to-point communicator); an edge's peer is its rank in the edge's
-// communicator.
-absl::Status NcclTransport::EnqueueGroup(absl::Span<const PeerOp> ops,
-                                         absl::Span<EdgeLink* const> routes,
-                                         EdgeLink* link, cudaStream_t stream) {
+absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
+                                         cudaStream_t stream) {
   Core& c = *core_;
-  ncclComm_t comm = link != nullptr ? link->comm : c.p2p_comm;
+  ncclComm_t comm = c.p2p_comm;
   RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
   absl::Status s;
-  for (size_t k = 0; k < ops.size(); ++k) {
-    if (routes[k] != link) continue;
-    const PeerOp& op = ops[k];
+  for (const PeerOp& op : ops) {
     // An empty message is still a message (a barrier's token): NCCL would
     // skip a 0-byte send, so it moves one byte of the barrier scratch
     // instead.
     void* data = op.data.bytes() > 0 ? op.data.data : c.barrier_scratch;
     const size_t bytes = std::max<size_t>(op.data.bytes(), 1);
-    const int peer = link != nullptr ? link->peer : op.peer;
     const ncclResult_t r =
         op.kind == PeerOp::Kind::kSend
-            ? ncclSend(data, bytes, ncclUint8, peer, comm, stream)
-            : ncclRecv(data, bytes, ncclUint8, peer, comm, stream);
+            ? ncclSend(data, bytes, ncclUint8, op.peer, comm, stream)
+            : ncclRecv(data, bytes, ncclUint8, op.peer, comm, stream);
     if (s.ok()) {
       s = NcclStatus(r, op.kind == PeerOp::Kind::kSend ? "ncclSend" : "ncclRecv",
                      comm);
@@ -337,53 +295,6 @@ absl::Status NcclTransport::EnqueueGroup(absl::Span<const PeerOp> ops,
   // A group is always closed, even after a failed call.
   const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd", comm);
   return s.ok() ? end : s;
-}
-
-absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
-                                         cudaStream_t stream) {
-  Core& c = *core_;
-  // Each op's communicator (null: the point-to-point one), and which of
-  // them the batch uses.
-  absl::InlinedVector<EdgeLink*, 8> routes(ops.size());
-  bool uses_p2p = false;
-  EdgeLink* const links[] = {&c.to_next, &c.from_prev};
-  bool uses_link[] = {false, false};
-  for (size_t k = 0; k < ops.size(); ++k) {
-    routes[k] = c.LinkFor(ops[k]);
-    uses_p2p |= routes[k] == nullptr;
-    for (int i = 0; i < 2; ++i) uses_link[i] |= routes[k] == links[i];
-  }
-  if (uses_p2p + uses_link[0] + uses_link[1] <= 1) {
-    // One communicator: on `stream` itself, no fork, no join.
-    return EnqueueGroup(ops, routes, ops.empty() ? nullptr : routes[0], stream);
-  }
-  // Several communicators: each edge's part on its link's stream, so the
-  // parts run at once. They must: a ring step's send finishes only once the
-  // next rank's receive runs, and one stream would queue each rank's
-  // receive behind its own send, all around the ring. So both kernels must
-  // be resident at once: with 64-channel edges they take at most 128 of an
-  // H100's 132 multiprocessors. The join puts `stream`, and so the batch's
-  // completion event, after all of it.
-  RELAY_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(c.forked, stream),
-                                   "cudaEventRecord (fork)"));
-  for (int i = 0; i < 2; ++i) {
-    if (!uses_link[i]) continue;
-    EdgeLink* link = links[i];
-    RELAY_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(link->stream, c.forked, 0),
-                                     "cudaStreamWaitEvent (fork)"));
-    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, routes, link, link->stream));
-    RELAY_RETURN_IF_ERROR(CudaStatus(cudaEventRecord(link->joined, link->stream),
-                                     "cudaEventRecord (join)"));
-  }
-  if (uses_p2p) {
-    RELAY_RETURN_IF_ERROR(EnqueueGroup(ops, routes, nullptr, stream));
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (!uses_link[i]) continue;
-    RELAY_RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(stream, links[i]->joined, 0),
-                                     "cudaStreamWaitEvent (join)"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
@@ -552,7 +463,6 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransport::Split(int color,
       NcclStatus(ncclCommCount(comm, &child->size), "ncclCommCount"));
   RELAY_RETURN_IF_ERROR(MakeP2pComm(*child));
   RELAY_RETURN_IF_ERROR(PrepareCore(*child));
-  RELAY_RETURN_IF_ERROR(MakeEdgeComms(*child));
   return std::unique_ptr<Transport>(new NcclTransport(std::move(child)));
 }
 
@@ -604,7 +514,6 @@ absl::StatusOr<std::unique_ptr<Transport>> NcclTransportFactory::Connect(
       ncclCommInitRank(&core->comm, config.size, id, config.rank),
       "ncclCommInitRank"));
   RELAY_RETURN_IF_ERROR(MakeP2pComm(*core));
-  RELAY_RETURN_IF_ERROR(MakeEdgeComms(*core));
   return std::unique_ptr<Transport>(new NcclTransport(std::move(core)));
 }
 

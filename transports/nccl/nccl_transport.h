@@ -21,19 +21,7 @@
 //     (RELAY_NCCL_P2P_CHANNELS; 0 = none of its own): NCCL stripes a send
 //     over (its point-to-point channels) / (ranks) of them, which with the
 //     collectives' 32 left 4 ranks 8 channels and half NVLink's bandwidth
-//     for the messages of relay's ring (nccl_comms.cc says more).
-//   * Ring edges, where RELAY_NCCL_RING_EDGES=1 asks for them (off by
-//     default), messages of at least 48 MiB (RELAY_NCCL_RING_EDGE_BYTES) along
-//     the ring (from rank r to r+1 mod n) run on a two-rank communicator
-//     per edge, split off and connected in that direction when the
-//     transport connects (ring_edges.h). There a send gets 32 channels where
-//     the shared communicator gives 16 on 4 ranks. A batch that uses several
-//     communicators (a ring step: send to the next rank, receive from the
-//     previous) runs each part on a stream of its own and joins them, so
-//     the parts run at once. Costs: two or three more communicators per
-//     transport (about 0.8 GB of GPU memory each on H100s, and about a
-//     second more to connect), for relay's own algorithms only: NCCL's
-//     native collectives do not use them.
+//     for the messages of relay's ring (docs/design/nccl-transport.md).
 //   * Stream order: an operation waits, on the GPU, for the work queued on
 //     the caller's stream (CollectiveOptions::stream) before it runs on the
 //     transport's own stream (an event recorded there and waited on here); its

@@ -50,29 +50,6 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
       << comm.status();
 }
 
-// Sets an environment variable for a scope (the transport reads its
-// RELAY_NCCL_* variables when it connects), restoring it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    had_ = std::getenv(name) != nullptr;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 // The conformance matrix on `n` GPUs driven by one thread each: NCCL's
 // native collectives and relay's own algorithms on device buffers.
 void RunConformance(int n) {
@@ -96,16 +73,6 @@ TEST(NcclConformanceTest, TwoGpus) {
 
 TEST(NcclConformanceTest, AllGpus) {
   if (Gpus() < 3) GTEST_SKIP() << "needs 3 or more GPUs, " << Gpus() << " visible";
-  RunConformance(Gpus());
-}
-
-// Every message along the ring on its edge's communicator, from 2 GPUs:
-// relay's algorithms mix them with point-to-point on the shared
-// communicator (from 3 GPUs) in one batch.
-TEST(NcclConformanceTest, AllGpusOverRingEdges) {
-  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
-  ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
-  ScopedEnv any_size("RELAY_NCCL_RING_EDGE_BYTES", "0");
   RunConformance(Gpus());
 }
 
@@ -561,12 +528,7 @@ TEST(NcclTransportTest, BatchedRingExchange) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// Every rank sends a different block to every other rank in one batch, so
-// a batch uses the point-to-point communicator (from 3 ranks: messages
-// against the ring's direction or across it) and both ring edges' at once,
-// forked onto their streams and joined. With RELAY_NCCL_RING_EDGES=1 (2
-// ranks get edges too: the two between the pair, one per direction) and
-// as connected by default (no edges).
+// Every rank sends a different block to every other rank in one batch.
 void ExchangeWithEveryRank(int n) {
   constexpr size_t kBlock = 1 << 20;  // 4 MB of int32 per peer.
   absl::Status s = RunRanks(
@@ -616,31 +578,9 @@ void ExchangeWithEveryRank(int n) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-TEST(NcclTransportTest, OneBatchToEveryRankOverRingEdges) {
+TEST(NcclTransportTest, OneBatchToEveryRank) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  {
-    ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
-    ScopedEnv any_size("RELAY_NCCL_RING_EDGE_BYTES", "0");
-    ExchangeWithEveryRank(Gpus());
-  }
-  // By default: no edges, every message on the point-to-point communicator.
   ExchangeWithEveryRank(Gpus());
-}
-
-TEST(NcclTransportTest, BadRingEdgeSettingsAreInvalidArgument) {
-  if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
-  const std::pair<const char*, const char*> settings[] = {
-      {"RELAY_NCCL_RING_EDGES", "yes"}, {"RELAY_NCCL_RING_EDGE_BYTES", "-1"}};
-  for (const auto& [name, value] : settings) {
-    ScopedEnv edges("RELAY_NCCL_RING_EDGES", "1");
-    ScopedEnv bad(name, value);
-    auto store = std::make_shared<InMemoryStore>();
-    absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateCommunicator(
-        {.rank = 0, .size = 1, .store = store, .transport = "nccl"});
-    ASSERT_FALSE(comm.ok()) << name;
-    EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument) << comm.status();
-    EXPECT_NE(comm.status().message().find(name), std::string::npos) << comm.status();
-  }
 }
 
 // Communicator::Split over NCCL: colors and keys through the store, the
