@@ -10,7 +10,7 @@
 #include "runtime/bootstrap/host_token.h"
 #include "runtime/bootstrap/metrics_server.h"
 #include "runtime/bootstrap/socket.h"
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 #include "transports/loopback/loopback_transport.h"
 #include "transports/nccl/nccl_transport.h"
 #if RELAY_WITH_UCX
@@ -70,9 +70,7 @@ bool SingleHostJob(const LaunchEnvironment& env) {
 // A job without RELAY_TOKEN across hosts runs only when
 // RELAY_ALLOW_OPEN_STORE=1 says so, and is warned once.
 absl::Status AllowOpenStore(const LaunchEnvironment& env) {
-  absl::StatusOr<bool> allowed = ReadEnvSwitch(
-      "RELAY_ALLOW_OPEN_STORE", false,
-      "a store without a job token for a job that spans hosts");
+  absl::StatusOr<bool> allowed = ReadSwitch("RELAY_ALLOW_OPEN_STORE", false);
   if (!allowed.ok()) return allowed.status();
   if (!*allowed) {
     return absl::InvalidArgumentError(absl::StrCat(

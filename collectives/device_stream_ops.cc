@@ -9,7 +9,7 @@
 #include "collectives/device_reduce.h"
 #include "collectives/device_reduce_kernels.h"
 #include "runtime/device_runtime.h"
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 #include "runtime/status_macros.h"
 
 namespace relay {
@@ -46,9 +46,7 @@ constexpr int kDefaultReduceBlocks = 32;
 absl::StatusOr<int> ReduceBlocksFromEnvironment() {
   RELAY_ASSIGN_OR_RETURN(
       const uint64_t blocks,
-      ReadEnvCount("RELAY_STREAM_REDUCE_BLOCKS", kDefaultReduceBlocks, 0,
-                   INT32_MAX,
-                   "most blocks a device reduction launches; 0: a full grid"));
+      ReadCount("RELAY_STREAM_REDUCE_BLOCKS", kDefaultReduceBlocks));
   return static_cast<int>(blocks);
 }
 

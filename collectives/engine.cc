@@ -18,7 +18,7 @@
 #include "collectives/ring.h"
 #include "collectives/stream_executor.h"
 #include "collectives/tree.h"
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 #include "runtime/tag.h"
 #include "runtime/transport.h"
 
@@ -51,8 +51,9 @@ const char* At(const void* base, size_t elements, DataType dtype) {
 }  // namespace
 
 ScheduleEngine::ScheduleEngine() {
-  if (const char* spec = std::getenv("RELAY_ALGORITHM"); spec && *spec) {
-    absl::StatusOr<AlgorithmOverrides> parsed = ParseAlgorithmOverrides(spec);
+  absl::StatusOr<std::optional<std::string>> spec = ReadText("RELAY_ALGORITHM");
+  if (spec.ok() && spec->has_value() && !(*spec)->empty()) {
+    absl::StatusOr<AlgorithmOverrides> parsed = ParseAlgorithmOverrides(**spec);
     if (parsed.ok()) {
       overrides_ = *std::move(parsed);
     } else {
@@ -69,15 +70,12 @@ ScheduleEngine::ScheduleEngine() {
       config_error_ = read.status();
     }
   };
-  take(ReadEnvCount("RELAY_SEGMENT_BYTES", segment_bytes_, 1, SIZE_MAX,
-                    "bytes in a pipeline segment"),
-       &segment_bytes_);
-  // A lane is a field of the message tag (runtime/tag.h): at most kMaxLanes.
-  take(ReadEnvCount("RELAY_PIPELINE_DEPTH", pipeline_depth_, 1, kMaxLanes,
-                    "pipeline lanes in flight"),
-       &pipeline_depth_);
-  take(ReadEnvSwitch("RELAY_RING_BIDIRECTIONAL", device_ring_bidirectional_,
-                     "ring all_reduce both ways round on device buffers"),
+  take(ReadCount("RELAY_SEGMENT_BYTES", segment_bytes_), &segment_bytes_);
+  // A lane is a field of the message tag (runtime/tag.h): the table's
+  // range stops at kMaxLanes.
+  static_assert(kMaxLanes == 65536);
+  take(ReadCount("RELAY_PIPELINE_DEPTH", pipeline_depth_), &pipeline_depth_);
+  take(ReadSwitch("RELAY_RING_BIDIRECTIONAL", device_ring_bidirectional_),
        &device_ring_bidirectional_);
 }
 

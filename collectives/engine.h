@@ -22,7 +22,7 @@
 //                         buffers sends half of each segment each way round
 //                         the ring (ring.h), where there are more than 2
 //                         ranks. Host buffers always go one way.
-// A malformed value (runtime/env_var.h) makes every call fail with
+// A malformed value (runtime/config.h) makes every call fail with
 // InvalidArgument naming it.
 //
 // Example:

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/config.h"
 #include "runtime/flight_dump_signal.h"
 #include "runtime/status_macros.h"
 #include "runtime/text_file.h"
@@ -24,30 +25,23 @@
 namespace relay {
 namespace {
 
-// RELAY_TIMEOUT (seconds, fractions allowed), else 10 minutes.
+// RELAY_TIMEOUT, else 10 minutes.
 absl::StatusOr<absl::Duration> DefaultTimeoutFromEnvironment() {
-  const char* env = std::getenv("RELAY_TIMEOUT");
-  if (env == nullptr || *env == '\0') return absl::Minutes(10);
-  double seconds = 0;
-  if (!absl::SimpleAtod(env, &seconds) || !(seconds > 0) || seconds > 1e9) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_TIMEOUT='", env,
-        "': expected the default operation timeout in seconds, > 0"));
-  }
-  return absl::Seconds(seconds);
+  return ReadSeconds("RELAY_TIMEOUT", absl::Minutes(10));
 }
 
 // RELAY_FLIGHT_RECORDER_DIR, when set, must be a directory this process can
 // write: checked when a communicator is made, not when a record is first
 // written (after a hang, when it is too late to fix).
 absl::Status CheckFlightRecorderDirectory() {
-  const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
-  if (dir == nullptr || *dir == '\0') return absl::OkStatus();
+  RELAY_ASSIGN_OR_RETURN(std::optional<std::string> dir,
+                         ReadText("RELAY_FLIGHT_RECORDER_DIR"));
+  if (!dir.has_value() || dir->empty()) return absl::OkStatus();
   struct stat st {};
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
-      access(dir, W_OK | X_OK) != 0) {
+  if (stat(dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+      access(dir->c_str(), W_OK | X_OK) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_FLIGHT_RECORDER_DIR='", dir,
+        "RELAY_FLIGHT_RECORDER_DIR='", *dir,
         "' is not a directory this process can write (flight records go "
         "there)"));
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/config.h"
 #include "runtime/thread_name.h"
 
 namespace relay {
@@ -20,15 +21,10 @@ constexpr char kFailures[] = "failures";
 
 absl::StatusOr<FailureMonitorOptions> FailureMonitorOptionsFromEnvironment(
     FailureMonitorOptions defaults) {
-  const char* env = std::getenv("RELAY_PEER_TIMEOUT");
-  if (env == nullptr || *env == '\0') return defaults;
-  double seconds = 0;
-  if (!absl::SimpleAtod(env, &seconds) || !(seconds >= 0) || seconds > 1e6) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "RELAY_PEER_TIMEOUT='", env,
-        "': expected seconds >= 0 (0 turns heartbeats off)"));
-  }
-  defaults.peer_timeout = absl::Seconds(seconds);
+  absl::StatusOr<absl::Duration> timeout =
+      ReadSeconds("RELAY_PEER_TIMEOUT", defaults.peer_timeout);
+  if (!timeout.ok()) return timeout.status();
+  defaults.peer_timeout = *timeout;
   return defaults;
 }
 

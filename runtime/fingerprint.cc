@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/config.h"
 
 namespace relay {
 namespace {
@@ -19,13 +20,9 @@ void Put(std::string* out, const void* p, size_t n) {
 
 absl::StatusOr<CheckLevel> ResolveCheckLevel(CheckLevel level) {
   if (level != CheckLevel::kDefault) return level;
-  const char* env = std::getenv("RELAY_CHECK_LEVEL");
-  if (env == nullptr || std::strcmp(env, "") == 0 || std::strcmp(env, "none") == 0) {
-    return CheckLevel::kNone;
-  }
-  if (std::strcmp(env, "fingerprint") == 0) return CheckLevel::kFingerprint;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "RELAY_CHECK_LEVEL='", env, "': expected 'none' or 'fingerprint'"));
+  absl::StatusOr<std::string> env = ReadChoice("RELAY_CHECK_LEVEL", "none");
+  if (!env.ok()) return env.status();
+  return *env == "fingerprint" ? CheckLevel::kFingerprint : CheckLevel::kNone;
 }
 
 Fingerprint Fingerprint::Of(const CollectiveArgs& args, int size) {

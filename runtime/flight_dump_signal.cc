@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/config.h"
 #include "runtime/text_file.h"
 #include "runtime/thread_name.h"
 
@@ -52,8 +53,8 @@ void OnSignal(int) {
 // Starts the dumping thread and installs the handler, once.
 bool Install(Registry& r) {
   static const bool installed = [&r] {
-    const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
-    if (dir == nullptr || dir[0] == '\0') return false;
+    const std::optional<std::string> dir = GetEnv("RELAY_FLIGHT_RECORDER_DIR");
+    if (!dir.has_value() || dir->empty()) return false;
     int fds[2];
     if (pipe(fds) != 0) return false;
     r.pipe_write = fds[1];
@@ -99,10 +100,10 @@ void UnregisterForSignalDump(uint64_t handle) {
 
 bool WriteFlightRecordToDirectory(const FlightRecorder* recorder, int rank,
                                   int size, const std::string& reason) {
-  const char* dir = std::getenv("RELAY_FLIGHT_RECORDER_DIR");
-  if (recorder == nullptr || dir == nullptr || dir[0] == '\0') return false;
+  const std::optional<std::string> dir = GetEnv("RELAY_FLIGHT_RECORDER_DIR");
+  if (recorder == nullptr || !dir.has_value() || dir->empty()) return false;
   const absl::Status s = WriteTextFile(
-      absl::StrCat(dir, "/relay_flight_rank", rank, ".json"),
+      absl::StrCat(*dir, "/relay_flight_rank", rank, ".json"),
       recorder->ToJson(rank, size, reason));
   if (!s.ok()) {
     std::fprintf(stderr, "relay: flight recorder: %s\n",

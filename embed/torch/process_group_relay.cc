@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "embed/torch/c10d_store.h"
+#include "runtime/config.h"
 
 #ifdef RELAY_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -293,8 +294,12 @@ ProcessGroupRelay::ProcessGroupRelay(
   config.rank = rank;
   config.size = size;
   config.store = std::make_shared<C10dStore>(store);
-  const char* transport = std::getenv("RELAY_TRANSPORT");
-  config.transport = transport != nullptr && *transport ? transport : "ucx";
+  const absl::StatusOr<std::optional<std::string>> transport =
+      relay::ReadText("RELAY_TRANSPORT");
+  config.transport = transport.ok() && transport->has_value() &&
+                             !(*transport)->empty()
+                         ? **transport
+                         : "ucx";
   if (timeout.count() > 0) {
     config.options.default_timeout = absl::Milliseconds(timeout.count());
   }

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/config.h"
 
 namespace relay {
 namespace {
@@ -93,9 +94,7 @@ absl::StatusOr<Numbers> ReadNumbers(const Reader& env, const Launcher& l) {
 
 EnvironmentLookup ProcessEnvironment() {
   return [](absl::string_view name) -> std::optional<std::string> {
-    const char* value = std::getenv(std::string(name).c_str());
-    if (value == nullptr) return std::nullopt;
-    return std::string(value);
+    return GetEnv(std::string(name).c_str());
   };
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "runtime/bootstrap/auth.h"
+#include "runtime/config.h"
 
 namespace relay {
 namespace {
@@ -57,9 +58,9 @@ absl::Status MakePrivateDirectory(const std::string& dir) {
 }  // namespace
 
 std::string HostTokenDirectory() {
-  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime != nullptr && runtime[0] == '/') {
-    return absl::StrCat(runtime, "/relay");
+  const std::optional<std::string> runtime = GetEnv("XDG_RUNTIME_DIR");
+  if (runtime.has_value() && !runtime->empty() && (*runtime)[0] == '/') {
+    return absl::StrCat(*runtime, "/relay");
   }
   return absl::StrCat("/tmp/relay-", getuid());
 }

@@ -5,7 +5,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/env_var.h"
+#include "runtime/config.h"
 #include "runtime/status_macros.h"
 #include "transports/nccl/nccl_status.h"
 
@@ -51,9 +51,7 @@ absl::Status PrepareCore(Core& core) {
 absl::StatusOr<int> P2pChannelsFromEnvironment() {
   RELAY_ASSIGN_OR_RETURN(
       const uint64_t channels,
-      ReadEnvCount("RELAY_NCCL_P2P_CHANNELS", kDefaultP2pChannels, 0, 1024,
-                   "channels of the point-to-point communicator; 0: "
-                   "point-to-point on the collectives' NCCL communicator"));
+      ReadCount("RELAY_NCCL_P2P_CHANNELS", kDefaultP2pChannels));
   return static_cast<int>(channels);
 }
 

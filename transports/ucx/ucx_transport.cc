@@ -26,7 +26,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "runtime/env_var.h"
+#include "runtime/config.h"
+#include "runtime/status_macros.h"
 #include "runtime/fast_clock.h"
 #include "runtime/shared_segment.h"
 #include "runtime/slot_exchange.h"
@@ -270,7 +271,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     // Whether this rank's UCX_TLS allows the shared-memory exchange: every
     // rank must agree before any of them sets up the segment, or the ones
     // that want it wait for the others until the timeout.
-    const bool want_exchange = TlsAllowSharedMemory(std::getenv("UCX_TLS"));
+    const std::optional<std::string> tls = GetEnv("UCX_TLS");
+    const bool want_exchange =
+        TlsAllowSharedMemory(tls.has_value() ? tls->c_str() : nullptr);
     if (absl::Status st = config.store->Set(
             absl::StrCat("ucx/shm_wanted/", rank_), want_exchange ? "1" : "0");
         !st.ok()) {
@@ -970,31 +973,17 @@ absl::StatusOr<std::unique_ptr<Transport>> UcxTransportFactory::Connect(
         "ucx Connect: ", config.size, " ranks exceed the ",
         1 << kUcxRankBits, " the tag layout carries"));
   }
-  bool peer_errors = false;
-  if (const char* mode = std::getenv("RELAY_UCX_ERROR_MODE")) {
-    const absl::string_view m(mode);
-    if (m != "peer" && m != "none") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RELAY_UCX_ERROR_MODE=\"", m, "\": expected \"none\" or \"peer\""));
-    }
-    peer_errors = m == "peer";
-  }
+  RELAY_ASSIGN_OR_RETURN(const std::string error_mode,
+                         ReadChoice("RELAY_UCX_ERROR_MODE", "none"));
+  const bool peer_errors = error_mode == "peer";
   const absl::StatusOr<bool> progress_thread =
-      ReadEnvSwitch("RELAY_UCX_PROGRESS_THREAD", /*default_value=*/true,
-                    "the progress thread");
+      ReadSwitch("RELAY_UCX_PROGRESS_THREAD", /*default_value=*/true);
   if (!progress_thread.ok()) return progress_thread.status();
-  UcxWait wait = UcxWait::kAuto;
-  if (const char* v = std::getenv("RELAY_UCX_WAIT")) {
-    const absl::string_view m(v);
-    if (m == "poll") {
-      wait = UcxWait::kPoll;
-    } else if (m == "block") {
-      wait = UcxWait::kBlock;
-    } else if (m != "auto") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "RELAY_UCX_WAIT=\"", m, "\": expected auto, poll or block"));
-    }
-  }
+  RELAY_ASSIGN_OR_RETURN(const std::string wait_mode,
+                         ReadChoice("RELAY_UCX_WAIT", "auto"));
+  const UcxWait wait = wait_mode == "poll"    ? UcxWait::kPoll
+                       : wait_mode == "block" ? UcxWait::kBlock
+                                              : UcxWait::kAuto;
   // The wakeup feature is asked for whenever blocking may be chosen; a UCX
   // that cannot provide it still runs, polling.
   absl::StatusOr<ContextPtr> context =

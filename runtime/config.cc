@@ -1,0 +1,247 @@
+#include "runtime/config.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace relay {
+namespace {
+
+using K = SettingKind;
+
+constexpr double kBig = 9.2e18;  // About int64's largest: "no limit".
+
+// One row per setting. Descriptions are one line each: the design notes
+// under docs/design/ say why a default is what it is.
+const Setting kSettings[] = {
+    // Launch: which rank this is and where the job meets.
+    {"RELAY_RANK", K::kCount, "unset", 0, 2147483647, "", "Launch",
+     "This process's rank (relayrun sets it; torchrun's RANK, Open MPI's and "
+     "Slurm's variables are read when it is unset)."},
+    {"RELAY_WORLD_SIZE", K::kCount, "unset", 1, 2147483647, "", "Launch",
+     "The job's number of ranks."},
+    {"RELAY_LOCAL_RANK", K::kCount, "0", 0, 2147483647, "", "Launch",
+     "This process's rank among those on its host (picks its GPU and core)."},
+    {"RELAY_LOCAL_WORLD_SIZE", K::kCount, "unset", 1, 2147483647, "", "Launch",
+     "Ranks on this host; when it equals the world size the store is at "
+     "127.0.0.1."},
+    {"RELAY_STORE_ADDR", K::kText, "127.0.0.1 on one host", 0, 0, "", "Launch",
+     "Where rank 0 hosts the job's store (else MASTER_ADDR)."},
+    {"RELAY_STORE_PORT", K::kCount, "29500", 1, 65535, "", "Launch",
+     "The store's TCP port (else MASTER_PORT)."},
+    {"RELAY_TOKEN", K::kText, "unset", 0, 0, "", "Launch",
+     "The job's secret for the store's handshake. relayrun makes one; on one "
+     "host without it rank 0 makes one only this user can read; across "
+     "hosts it is required."},
+    {"RELAY_ALLOW_OPEN_STORE", K::kSwitch, "0", 0, 0, "", "Launch",
+     "1: run a job across hosts without RELAY_TOKEN (anyone who reaches the "
+     "store can join it; warned once)."},
+    {"RELAY_TRANSPORT", K::kText, "ucx for processes", 0, 0, "", "Launch",
+     "The transport for ranks that are processes: ucx or nccl (loopback "
+     "connects threads of one process)."},
+    {"RELAY_METRICS_PORT", K::kCount, "unset", 1, 65535, "", "Launch",
+     "Serve the communicator's metrics for Prometheus at PORT + local rank "
+     "(CreateCommunicatorFromEnvironment); unset: no endpoint."},
+    {"RELAY_METRICS_ADDR", K::kText, "127.0.0.1", 0, 0, "", "Launch",
+     "The address the metrics endpoint binds (never every interface unless "
+     "told)."},
+    // Failure and diagnosis.
+    {"RELAY_TIMEOUT", K::kSeconds, "600", 0.001, 1e9, "", "Failure",
+     "The timeout of every operation that sets none, in seconds."},
+    {"RELAY_PEER_TIMEOUT", K::kSeconds, "30", 0, 1e6, "", "Failure",
+     "Seconds without a heartbeat after which a rank is declared lost; 0 "
+     "turns heartbeats off; otherwise at least 1 (four heartbeat intervals)."},
+    {"RELAY_CHECK_LEVEL", K::kChoice, "none", 0, 0, "none|fingerprint",
+     "Failure",
+     "fingerprint: compare every collective's kind, dtype, count, op and root "
+     "across ranks through the store first (about 50 us a call); every rank "
+     "must use the same level."},
+    {"RELAY_FLIGHT_RECORDER_DIR", K::kText, "unset", 0, 0, "", "Failure",
+     "A directory this process can write: each rank's flight record goes "
+     "there when its communicator fails or is destroyed with work pending, "
+     "and on SIGUSR1 (read them with tools/relay_analyze)."},
+    // Algorithms.
+    {"RELAY_ALGORITHM", K::kText, "unset", 0, 0, "", "Algorithms",
+     "Force algorithms: all_reduce=ring,gather=linear, or one name for every "
+     "collective it implements; every rank needs the same."},
+    {"RELAY_SEGMENT_BYTES", K::kCount, "1048576, more on slow links", 1, kBig,
+     "", "Algorithms",
+     "Pipeline segment size of ring, broadcast and reduce, in bytes."},
+    {"RELAY_PIPELINE_DEPTH", K::kCount, "2", 1, 65536, "", "Algorithms",
+     "Pipeline segments in flight (on device buffers, lanes, each on its own "
+     "CUDA stream)."},
+    {"RELAY_RING_BIDIRECTIONAL", K::kSwitch, "1", 0, 0, "", "Algorithms",
+     "Ring all_reduce on device buffers of more than 2 ranks sends half of "
+     "each segment each way round."},
+    {"RELAY_STREAM_REDUCE_BLOCKS", K::kCount, "32", 0, 2147483647, "",
+     "Algorithms",
+     "The most blocks a device reduction kernel launches beside the "
+     "transport's kernels; 0: a full grid."},
+    // Transports.
+    {"RELAY_NCCL_P2P_CHANNELS", K::kCount, "64", 0, 1024, "", "Transports",
+     "Channels of the NCCL transport's point-to-point communicator; 0: "
+     "point-to-point on the collectives' communicator."},
+    {"RELAY_UCX_PROGRESS_THREAD", K::kSwitch, "1", 0, 0, "", "Transports",
+     "The UCX progress thread that moves transfers while callers compute "
+     "(it stands aside while a caller polls)."},
+    {"RELAY_UCX_WAIT", K::kChoice, "auto", 0, 0, "auto|poll|block",
+     "Transports",
+     "How UCX waiters wait: poll, block on the worker's event fd, or auto "
+     "(poll where each rank has a core, else block)."},
+    {"RELAY_UCX_ERROR_MODE", K::kChoice, "none", 0, 0, "none|peer",
+     "Transports",
+     "peer: UCX peer-failure handling, which names a lost rank at once but "
+     "which UCX 1.13's shared-memory transports lack (ranks fall back to "
+     "TCP)."},
+};
+
+absl::Status WrongKind(const char* name) {
+  return absl::InternalError(absl::StrCat(
+      name, " is not in relay's configuration table as read here "
+            "(runtime/config.cc)"));
+}
+
+// The table's row for `name` if it is of `kind`; else null.
+const Setting* Row(const char* name, SettingKind kind) {
+  const Setting* s = FindSetting(name);
+  return s != nullptr && s->kind == kind ? s : nullptr;
+}
+
+std::string Range(const Setting& s) {
+  switch (s.kind) {
+    case K::kSwitch:
+      return "0 or 1";
+    case K::kChoice:
+      return absl::StrJoin(absl::StrSplit(s.choices, '|'), ", ");
+    case K::kCount:
+      return s.max >= kBig
+                 ? absl::StrCat(">= ", static_cast<uint64_t>(s.min))
+                 : absl::StrCat(static_cast<uint64_t>(s.min), " to ",
+                                static_cast<uint64_t>(s.max));
+    case K::kSeconds:
+      return absl::StrCat(s.min, " to ", s.max, " s");
+    case K::kText:
+      return "text";
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Span<const Setting> Settings() { return kSettings; }
+
+const Setting* FindSetting(absl::string_view name) {
+  for (const Setting& s : kSettings) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
+
+std::optional<std::string> GetEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string(value);
+}
+
+absl::StatusOr<bool> ReadSwitch(const char* name, bool default_value) {
+  const Setting* s = Row(name, K::kSwitch);
+  if (s == nullptr) return WrongKind(name);
+  const std::optional<std::string> value = GetEnv(name);
+  if (!value.has_value() || value->empty()) return default_value;
+  if (*value == "1") return true;
+  if (*value == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, "='", *value, "' is neither 1 nor 0 (", s->description,
+      " Unset: ", default_value ? "1" : "0", ")"));
+}
+
+absl::StatusOr<uint64_t> ReadCount(const char* name, uint64_t default_value) {
+  const Setting* s = Row(name, K::kCount);
+  if (s == nullptr) return WrongKind(name);
+  const std::optional<std::string> value = GetEnv(name);
+  if (!value.has_value() || value->empty()) return default_value;
+  // Digits only: SimpleAtoi alone takes a sign and surrounding spaces.
+  bool digits = true;
+  for (char c : *value) {
+    digits &= absl::ascii_isdigit(static_cast<unsigned char>(c));
+  }
+  uint64_t parsed = 0;
+  if (!digits || !absl::SimpleAtoi(*value, &parsed) ||
+      static_cast<double>(parsed) < s->min ||
+      static_cast<double>(parsed) > s->max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "='", *value, "' is not a whole number ",
+                     Range(*s), " (", s->description, ")"));
+  }
+  return parsed;
+}
+
+absl::StatusOr<absl::Duration> ReadSeconds(const char* name,
+                                           absl::Duration default_value) {
+  const Setting* s = Row(name, K::kSeconds);
+  if (s == nullptr) return WrongKind(name);
+  const std::optional<std::string> value = GetEnv(name);
+  if (!value.has_value() || value->empty()) return default_value;
+  double seconds = 0;
+  if (!absl::SimpleAtod(*value, &seconds) || !std::isfinite(seconds) ||
+      seconds < s->min || seconds > s->max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "='", *value, "': expected seconds, ", Range(*s),
+                     " (", s->description, ")"));
+  }
+  return absl::Seconds(seconds);
+}
+
+absl::StatusOr<std::string> ReadChoice(const char* name,
+                                       absl::string_view default_value) {
+  const Setting* s = Row(name, K::kChoice);
+  if (s == nullptr) return WrongKind(name);
+  const std::optional<std::string> value = GetEnv(name);
+  if (!value.has_value() || value->empty()) return std::string(default_value);
+  for (absl::string_view choice : absl::StrSplit(s->choices, '|')) {
+    if (*value == choice) return *value;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, "='", *value, "': expected one of ", Range(*s), " (",
+      s->description, ")"));
+}
+
+absl::StatusOr<std::optional<std::string>> ReadText(const char* name) {
+  if (Row(name, K::kText) == nullptr) return WrongKind(name);
+  return GetEnv(name);
+}
+
+std::string ConfigurationMarkdown() {
+  std::string out =
+      "# Configuration\n\n"
+      "<!-- Generated from runtime/config.cc by `bazel run "
+      "//tools:configuration_doc > docs/configuration.md`; "
+      "//tools:configuration_doc_test fails when this file is stale. -->\n\n"
+      "relay reads these environment variables, and no others of its own. "
+      "Unset or empty means the default. A malformed value, or one out of "
+      "range, is InvalidArgument naming the variable, at the first call or "
+      "connect that reads it: a typo never silently leaves the default in "
+      "place. The same settings exist as fields of `CommunicatorOptions` and "
+      "`CollectiveOptions` where a program sets them itself.\n";
+  std::string group;
+  for (const Setting& s : kSettings) {
+    if (group != s.group) {
+      group = s.group;
+      absl::StrAppend(&out, "\n## ", group,
+                      "\n\n| variable | values | default | meaning |\n"
+                      "|---|---|---|---|\n");
+    }
+    absl::StrAppend(&out, "| `", s.name, "` | ", Range(s), " | ",
+                    s.default_text, " | ", s.description, " |\n");
+  }
+  return out;
+}
+
+}  // namespace relay
