@@ -31,16 +31,8 @@ absl::Status Checked(int error, absl::string_view what) {
 // algorithms on device buffers launches (0: as many as fill the GPU).
 // A full grid keeps every multiprocessor until it ends, so the transport's
 // kernel of the next step, queued on another stream, cannot start beside
-// it. Capped at 16, relay's ring over NCCL gained at every size on 2 and 4
-// H100s in three leases against a full grid, 4-6 points from 256 MB
-// (bench/results/2026-11-26-nccl-p2p-channels-h100). But the reduction is
-// what the ring's steps wait for (beside the transfers it took 10-14% off
-// a step's rate, bench/results/2026-11-26-nccl-ring-edges-h100), and with
-// 32 blocks the ring on 2 H100s reached 0.92-0.93 / 0.98 / 1.00-1.01 of
-// native at 256 MB / 512 MB / 1 GB against 16's 0.90 / 0.93-0.94 /
-// 0.95-0.96, in two leases; 24 and 48 were close behind, 8 and 64 worse
-// (bench/results/2026-11-26-nccl-reduce-blocks-h100). Not yet measured on 4
-// GPUs or over loopback's device messages.
+// it; too few slow the reduction the ring's steps wait for. 32 measured
+// best on 2 GPUs (docs/design/tuning-history.md).
 constexpr int kDefaultReduceBlocks = 32;
 
 absl::StatusOr<int> ReduceBlocksFromEnvironment() {

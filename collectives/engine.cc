@@ -34,9 +34,8 @@ constexpr size_t kMaxPipelineLanes = 256;
 constexpr size_t kDeviceMinLaneBytes = size_t{4} << 20;
 
 // The smallest block a bidirectional ring all_reduce step sends each way
-// on device buffers. On 4 H100s over NCCL, 2 MiB blocks (32 MB calls) ran
-// at 0.81x of the one-way ring, 4 MiB level, 8 MiB and up 1.05-1.15x
-// (bench/results/2026-11-27-ring-bidirectional-4gpu-h100).
+// on device buffers: below it, halving each message costs more than using
+// both neighbours' channels gains (docs/design/tuning-history.md).
 constexpr size_t kBidirectionalMinBlockBytes = size_t{4} << 20;
 
 bool OnDevice(const CollectiveArgs& a) {
@@ -258,11 +257,9 @@ namespace {
 // (a reduction of one value, avg included, is that value; a gather, a
 // scatter or an all-to-all of one block is that block), `count` elements
 // of `dtype`. Validation has allowed the buffers to share memory only as
-// the very same elements (in place), where nothing is left to do. Without
-// this, relay's choice among the group algorithms ran a schedule (a
-// request and its executor) for what is a copy: 0.20-0.35 us for an 8 B
-// all_reduce, against Open MPI's 0.02 (bench/results/
-// 2026-11-27-world-of-one.md).
+// the very same elements (in place), where nothing is left to do. A copy,
+// not a schedule: a request and an executor cost ten times the copy of a
+// small call (docs/design/tuning-history.md).
 void RunAlone(const CollectiveArgs& args, size_t count, DataType dtype) {
   if (args.kind == CollectiveKind::kBarrier) return;
   CopyIfDistinct(args.recv.data, args.send.data, count * DataTypeSize(dtype));

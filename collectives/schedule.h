@@ -133,12 +133,10 @@ struct ScheduleParams {
 // kPartitionAlign elements left over), balanced to within that: the first
 // blocks get one unit more. Aligned starts keep the kernels that work on a
 // block on their vector path: on device buffers, the reduction kernel of a
-// block starting mid-vector goes element by element, and a ring over NCCL
-// on 2 H100s split into three lanes (whose blocks then started anywhere) ran
-// at half the speed of two or four (bench/results/2026-11-26-nccl-p2p-
-// channels-h100, lease 6). 16 elements: 16 bytes for 1-byte types, a cache
-// line for float32. Below parts x 16 elements, blocks but the last may be
-// empty (all of them below 16).
+// block starting mid-vector goes element by element, at half the speed
+// (docs/design/tuning-history.md). 16 elements: 16 bytes for 1-byte types, a cache line for float32.
+// Below parts x 16 elements, blocks but the last may be empty (all of them
+// below 16).
 inline constexpr size_t kPartitionAlign = 16;
 
 struct BlockPartition {

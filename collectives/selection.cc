@@ -138,10 +138,7 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       // half a step's latency. One thread then reads every input and writes
       // every output, n S each way for the reductions and all_gather-like
       // kinds, but through cache at sizes where direct is in the running:
-      // counted as n S. (Calibrated on 2 and 4 loopback ranks on a 2-core
-      // VM, 2026-11-23: an 8 B all_reduce took 1.25 us direct and 4-6 us
-      // by recursive doubling; direct stayed ahead of the ring up to
-      // 64 KB.)
+      // counted as n S (docs/design/tuning-history.md).
       const double traffic = kind == CollectiveKind::kAllReduce ||
                                      kind == CollectiveKind::kAllGather
                                  ? n
@@ -157,9 +154,7 @@ double EstimateMicros(Algorithm algorithm, CollectiveKind kind, size_t bytes,
       // or S / n (reduce) written. The ring's term above, 3 (n-1)/n S beta,
       // stands for its 5 (n-1)/n S memory operations per rank, so one
       // operation counts 0.6 beta. The first T bytes keep the one-thread
-      // rate, so the estimate still grows with S. (Measured on the same VM,
-      // 2026-11-24: 1.15-3.0x faster than the ring from 64 KB to 64 MB on
-      // 2, 4 and 8 ranks, bench/results/2026-11-24-direct-split-vs-ring.md.)
+      // rate, so the estimate still grows with S (docs/design/tuning-history.md).
       const double written = kind == CollectiveKind::kAllReduce ? 1.0 : 1.0 / n;
       return alpha / 2 + traffic * T * beta +
              0.6 * (1.0 + written) * (S - T) * beta;

@@ -278,11 +278,9 @@ namespace {
 // latency, beta the time per byte). Between processes shm's traffic is
 // plain loads and stores, which cost a quarter of the link's per-byte
 // time: the link's figure stands for a transport's messages, protocol
-// included. (2 processes over UCX on a 2-core VM, 2026-11-24: a 64 KB
-// all_reduce took 7.6-8.3 us by shm, 19.8-47 by recursive doubling.)
-// Where ranks share an address space (loopback), direct reads the buffers
-// in place and shm's copies are pure overhead: there they count at the
-// full rate, so shm never undercuts direct.
+// included (docs/design/tuning-history.md). Where ranks share an address space (loopback), direct
+// reads the buffers in place and shm's copies are pure overhead: there
+// they count at the full rate, so shm never undercuts direct.
 struct ShmModel {
   double alpha, beta, rate;
 
@@ -354,11 +352,8 @@ double ShmEstimateMicros(CollectiveKind kind, size_t bytes, int size,
                              : 2;
   // Two ranks sharing an address space: each finishes its own call from
   // the other's slot, where direct's last arrival does both ranks' work and
-  // then hands the other its result, one serial hand-off more. On the 2-core
-  // VM that made shm 25-40% faster than direct at 64 B for every kind, even
-  // at 1 KB (the extra copy through the slots, S beta, is 0.1 us there) and
-  // slower from 2 KB; on 4 ranks the two were level within the noise and on
-  // 8 direct led (bench/results/2026-11-24-loopback-small-path.md).
+  // then hands the other its result, one serial hand-off more: shm leads
+  // direct on 2 ranks for small calls, not on more (docs/design/tuning-history.md).
   const double hand_off = caps.shared_address_space && size == 2
                               ? kTwoRankHandOffMicros
                               : 0.0;

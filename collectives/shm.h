@@ -47,19 +47,15 @@
 namespace relay {
 
 // The largest one-exchange contribution the cost model offers shm (per
-// rank): as far as it was measured against the message algorithms
-// (bench/results/2026-11-24-allreduce-ucx-shm-vs-mpi-small). A forced
-// `shm` runs one exchange up to the transport's slots.
+// rank): as far as it was measured against the message algorithms (docs/design/tuning-history.md).
+// A forced `shm` runs one exchange up to the transport's slots.
 inline constexpr size_t kShmOneShotBytes = size_t{64} << 10;
 
 // What the model credits one exchange with on two ranks of one address
 // space, against direct: the hand-off of the result to the rank that
 // arrived first, which direct makes after its work and shm does not
-// (ShmEstimateMicros). So loopback's 2 ranks run shm up to about 1.5 KB:
-// all_reduce through shm against direct, both as requests, was 0.91x at
-// 1 KB and 1.07x at 2 KB once a slot's stamp became a release store
-// (bench/results/2026-11-26-blocking-small.md; 0.1, a crossover at 1 KB,
-// came from the records before it).
+// (ShmEstimateMicros). So loopback's 2 ranks run shm up to about 1.5 KB,
+// where the two cross (docs/design/tuning-history.md).
 inline constexpr double kTwoRankHandOffMicros = 0.15;
 
 // The largest contribution of any rank to the exchange of a call with

@@ -170,8 +170,7 @@ class Communicator {
   // work is). For a caller that waits at once anyway they are the cheaper
   // form: a small collective that relay's shm algorithm runs as one
   // exchange (ranks on one host) runs on the calling thread with no
-  // request at all, about 0.9x the time of AllReduce(...)->Wait() for 8 B
-  // on 2 loopback ranks (bench/results/2026-11-26-blocking-small.md).
+  // request at all.
   // Unlike Wait, a call past its deadline (options.timeout, else the
   // default) does not leave the collective in flight: it aborts the
   // communicator, as a failed collective does, and returns

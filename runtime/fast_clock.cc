@@ -65,11 +65,8 @@ struct Reading {
 // The reading whose two counter reads lie closest together, of a few: the
 // clock's time lies between them, so the pairing is off by at most half
 // their distance. A thread preempted between them (or slowed by a
-// sanitizer's interception of the clock) gives one far apart. This used to
-// take the first reading within 65,536 ticks (about 20 us), an error of up
-// to 10 us a reading, which a 10 ms calibration turns into a rate off by
-// up to 0.2%: 50 us within 25 ms. A ThreadSanitizer CI run (2026-11-27)
-// found FastNow 50 us behind the system clock before the first re-anchor.
+// sanitizer's interception of the clock) gives one far apart, and a rate
+// calibrated from it drifts by tens of microseconds (docs/design/tuning-history.md).
 Reading Read() {
   constexpr int kReadings = 5;
   Reading best{};

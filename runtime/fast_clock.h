@@ -5,9 +5,8 @@
 // flight record at its end).
 //
 // Why not the system clock. Through the vDSO, std::chrono::system_clock
-// costs 28 ns a read on this project's build VMs, and an 8 B all_reduce
-// reads it twice: a fifth of a one-rank call (`bazel run //bench:clock_cost`).
-// The time-stamp counter costs 9.5 ns.
+// costs about three times the time-stamp counter's read, and a small
+// collective reads the clock twice (docs/design/tuning-history.md).
 //
 // How. Where the kernel itself keeps time with the TSC (its clocksource is
 // `tsc`, which it chooses only when the counter is invariant and agrees

@@ -19,7 +19,7 @@
 // needs no lock and no read-modify-write of its own: Queued and Done are
 // plain stores, published by a per-record sequence lock that Snapshot
 // reads (a spin lock taken twice per collective was a third of the atomic
-// read-modify-writes of an 8 B all_reduce; bench/atomics_per_call.py). A
+// read-modify-writes of a small all_reduce). A
 // failure's message, rare and not storable atomically, goes under a lock.
 // Sequence numbers must be unique per recorder (one per collective of one
 // communicator). A record can come out mixed only when more than the

@@ -22,16 +22,15 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Memory for exchange ops, recycled: a small collective makes one op per
 // call, and malloc and free of it (often on different threads: the caller
-// allocates, whoever drops the last reference frees) were a tenth of an
-// 8 B all_reduce's instructions over UCX. Blocks of one size, a few dozen
-// kept per thread; anything larger, or past that, goes to the heap.
+// allocates, whoever drops the last reference frees) are a tenth of a
+// small all_reduce's instructions. Blocks of one size, a few dozen kept
+// per thread; anything larger, or past that, goes to the heap.
 //
 // Per thread, not per process: on loopback the ranks are threads of one
-// process, and one shared free list (its lock and its count) was a cache
-// line that every rank's every call took from the other core, 18% of a
-// 2-rank 8 B all_reduce (0.55 -> 0.45 us, bench/results/
-// 2026-11-24-loopback-small-path.md). A block freed on another thread than
-// the one that took it joins the freeing thread's list.
+// process, and one shared free list (its lock and its count) would be a
+// cache line that every rank's every call takes from the other core
+// (docs/design/tuning-history.md). A block freed on another thread than the one that took it joins
+// the freeing thread's list.
 class ThreadBlocks {
  public:
   static constexpr size_t kBlockBytes = 512;
@@ -497,9 +496,7 @@ void SlotExchange::Publish(uint64_t exchange, uint64_t tag,
     // Run's: a release store, not a seq_cst exchange. A locked
     // instruction waits until the line is this core's, a full transfer
     // from the peer that polls it, where the store lets this core go on to
-    // its look at the peers' slots, whose lines travel meanwhile (0.91x
-    // the time of a blocking 8 B all_reduce on 2 loopback ranks,
-    // bench/results/2026-11-26-blocking-small.md).
+    // its look at the peers' slots, whose lines travel meanwhile (docs/design/tuning-history.md).
     slot->stamp.store(exchange + 1, std::memory_order_release);
   } else {
     slot->stamp.exchange(exchange + 1, std::memory_order_seq_cst);
@@ -608,9 +605,7 @@ void SlotExchange::Finish(uint64_t exchange, const ExchangeInput& own,
     }
     // The peers' lines past the stamp's, all asked for at once, before the
     // finish reads them one after another: each is a cross-core transfer
-    // (0.97x at 256 B and 0.93x at 1 KB, blocking, 2 loopback ranks;
-    // bench/results/2026-11-26-blocking-small.md). The first 16 lines: past
-    // them the reads stream.
+    // (docs/design/tuning-history.md). The first 16 lines: past them the reads stream.
     const char* data = slot->data();
     const size_t bytes = std::min<size_t>(slot->bytes, 16 * kLine);
     for (size_t at = kLine - sizeof(SlotHeader); at < bytes; at += kLine) {

@@ -92,8 +92,7 @@ struct Contribution {
 // input written by a fill function). Its slot's lines were last read by the
 // peers, so the copy's stores wait for them to come back, and reading the
 // slot would wait for the stores: one more transfer between cores on every
-// exchange (a 2-rank float sum of 256 B between pinned threads took 0.56x
-// the time read from the input, `bench/slot_layouts`). So a finish that
+// exchange (docs/design/tuning-history.md). So a finish that
 // writes memory holding its own input sees that contribution change as it
 // writes. It must not block; it may not start another exchange on the
 // same SlotExchange.
@@ -132,11 +131,8 @@ struct ExchangeInput {
 //                     .context = &out, .context_bytes = sizeof(out),
 //                     .deadline = deadline};
 // Passed by reference, so the layers between a collective and its slot hand
-// on one pointer. As six arguments, the input and the deadline went on the
-// stack, and each layer copied them on with 16-byte loads that spanned the
-// previous layer's 8-byte stores, which the CPU cannot forward: the loads
-// waited for the stores to reach the cache, at every layer of a small
-// blocking collective's call (bench/results/2026-11-27-small-call-copies.md).
+// on one pointer: copied through six arguments, the stores of one layer and
+// the wider loads of the next could not be forwarded (docs/design/tuning-history.md).
 struct ExchangeCall {
   uint64_t tag = 0;
   // What the call is, beyond its place in the order (a collective's

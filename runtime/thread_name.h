@@ -1,13 +1,9 @@
 // File: runtime/thread_name.h
 //
 // NameThisThread: gives the calling thread a name the tools show (top -H,
-// perf sched, gdb's "info threads", /proc/PID/task/TID/comm).
-//
-// Why: every thread relay starts used to carry its program's name, so a
-// profile of a job could not tell a rank's caller from its UCX progress
-// thread, failure monitor or store server. Telling them apart is what
-// finding a preemption in a latency run takes (2026-11-27: which thread
-// took a polling rank's core).
+// perf sched, gdb's "info threads", /proc/PID/task/TID/comm), so a profile
+// of a job tells a rank's caller from its UCX progress thread, failure
+// monitor or store server.
 //
 // Linux keeps 15 characters; a longer name is cut, not refused. Elsewhere
 // it does nothing.

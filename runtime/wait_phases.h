@@ -86,10 +86,8 @@ inline bool PollBeforeSleeping(Poll poll, AfterFirstPolls after_first_polls,
   // While work moves, a waiter sharing its core still gives it away now and
   // then: with more ranks than cores the peer it waits for may need it. One
   // with a core of its own (RequestState::HasCoreOfItsOwn) does not: nobody
-  // it waits for needs its core, and those yields cost it the message. In a
-  // 256 KB ping-pong over UCX shared memory, where a wait is about 20 us of
-  // moving work, a yield every 16 polls made each message 0.24 us later
-  // (bench/results/2026-11-27-busy-yields/).
+  // it waits for needs its core, and those yields cost it the message
+  // (docs/design/tuning-history.md).
   const bool yield_while_busy = !RequestState::HasCoreOfItsOwn(spin);
   int busy_polls = 0;
   while (Clock::now() < yield_until) {

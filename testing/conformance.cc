@@ -189,8 +189,8 @@ namespace {
 
 // World sizes of the large section (over a million elements). Under
 // ThreadSanitizer only 2: at 5 ranks its 86 cases (in three suites) took
-// 488 s of the loopback conformance test's 720 s there (2026-11-27,
-// bench/gtest_times.py; most of it the kernel filling fresh shadow pages),
+// two thirds of the loopback conformance test's time there (most of it the
+// kernel filling fresh shadow pages),
 // and what tsan looks for, a race between a pipeline's segments in flight,
 // happens between any two ranks. The plain and ASan/UBSan runs keep 5, an
 // odd world for the algorithms' arithmetic.

@@ -273,9 +273,8 @@ class RelayWork final : public c10d::Work {
 // communicator's destructor joins its threads. One of them (UCX's progress
 // thread) may be completing a request whose callback drops the last
 // reference to tensors with Python objects, which waits for the GIL: with
-// the GIL held here the two waited for each other forever (the 4-process
-// run of backend_test hung at exit, 2026-11-25). So the GIL is let go
-// while the communicator goes.
+// the GIL held here the two would wait for each other forever. So the GIL
+// is let go while the communicator goes.
 ProcessGroupRelay::~ProcessGroupRelay() {
   if (Py_IsInitialized() && PyGILState_Check()) {
     PyThreadState* saved = PyEval_SaveThread();

@@ -70,7 +70,7 @@ class LoopbackRequest final : public RequestState {
   // complete it, false when its rank's thread, which is polling it, will:
   // the request's callbacks (telemetry, the flight record) then run on that
   // rank's own core, and the completing thread touches no more of it than
-  // this word (measured in bench/results/2026-11-24-loopback-handover.md).
+  // this word.
   bool Ready() {
     if (hand_over_.fetch_or(kReady, std::memory_order_acq_rel) & kPolling) {
       return false;
@@ -922,8 +922,7 @@ TransportCapabilities LoopbackTransport::capabilities() const {
   caps.fused_recv_reduce = options_.fused_recv_reduce;
   caps.shared_address_space = options_.shared_address_space;
   // What one step of a scheduled algorithm costs: a send and a receive
-  // matched across threads, one memory copy, and the executor's work
-  // (measured 2.5-5 us per step on a 2-core VM, 2026-11-23).
+  // matched across threads, one memory copy, and the executor's work (docs/design/tuning-history.md).
   caps.latency_us = 2.5;
   caps.bandwidth_gbps = 10.0;
   caps.wait_spin = end_->spin_budget;

@@ -16,14 +16,10 @@ namespace {
 // Channels of the communicator that carries point-to-point (PostBatch:
 // relay's own algorithms and user send/recv), unless RELAY_NCCL_P2P_CHANNELS
 // says otherwise. NCCL stripes one send over at most (its point-to-point
-// channels) / (ranks) channels until a part would pass 32 chunks (16 MB),
-// and its point-to-point channels are as many as its collectives'
-// (rounded up to a power of two: 32 on H100s with NV18). So on 4 ranks
-// a send of 8-128 MB ran on 8 channels, at 118-161 GB/s, and only from
-// 256 MB on 16 (298): the ring's messages (S / (ranks x lanes)) sat in the
-// slow regime. With 64 channels, the same sends moved 153-279 GB/s on 4
-// H100s (bench/results/2026-11-26-nccl-p2p-channels-h100). A second
-// communicator keeps NCCL's native collectives on the channels NCCL chose.
+// channels) / (ranks) channels, and its point-to-point channels are as many
+// as its collectives': a ring's messages on 4 ranks got a quarter of them
+// (docs/design/tuning-history.md). A second communicator keeps NCCL's native collectives on the
+// channels NCCL chose.
 constexpr int kDefaultP2pChannels = 64;
 
 }  // namespace

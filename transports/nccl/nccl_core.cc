@@ -17,13 +17,10 @@ constexpr std::chrono::microseconds kWatchdogPeriod = std::chrono::milliseconds(
 // WatchdogLoop).
 constexpr std::chrono::microseconds kWatchdogMinPause(50);
 // The most pending requests the watchdog probes per look (their oldest
-// first). It used to copy every pending request's event, and scan every
-// one for its deadline, under the lock each enqueue takes too: O(queue)
-// per look, every 50 us, with thousands queued when a loop issues faster
-// than the GPU runs. Requests finish in queue order, so the next look
-// takes the next batch. (On one H100 this did not move the 8 B loop
-// measurably: the host's CUDA calls dominate there,
-// bench/results/2026-11-25-nccl-host-path-h100.)
+// first), so a look costs O(batch), not O(queue), under the lock each
+// enqueue takes too: a loop that issues faster than the GPU runs queues
+// thousands. Requests finish in queue order, so the next look takes the
+// next batch.
 constexpr size_t kWatchdogProbeBatch = 256;
 // How long Abort waits for a thread inside an NCCL enqueue call before
 // aborting under it (that call may be blocked on a peer that is gone, and

@@ -84,13 +84,12 @@ class NcclRequest;
 
 // Addresses CheckMemory found to be memory of this rank's GPU, so a buffer
 // used again (a training loop's gradients, the stream executor's scratch
-// from its pool) is not asked about again. cudaPointerGetAttributes was
-// 2-3 us of each small collective on 2 H100s with ranks as threads
-// (bench/results/2026-11-26-nccl-latency-h100), against a budget of 1 us
-// for all that relay adds to a call. NCCL itself checks no pointers unless NCCL_CHECK_POINTERS=1.
-// The cost: an address freed and then reused for another GPU's or pinned
-// host memory passes unchecked, as it would in bare NCCL. Direct-mapped,
-// lock-free: an entry is 0 or an address that was checked.
+// from its pool) is not asked about again: cudaPointerGetAttributes costs
+// microseconds a call (docs/design/tuning-history.md). NCCL itself checks no pointers unless
+// NCCL_CHECK_POINTERS=1. The cost: an address freed and then reused for
+// another GPU's or pinned host memory passes unchecked, as it would in bare
+// NCCL. Direct-mapped, lock-free: an entry is 0 or an address that was
+// checked.
 class CheckedPointers {
  public:
   bool Contains(const void* p) const {

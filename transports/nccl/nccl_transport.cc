@@ -211,10 +211,8 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                                 ? cudaStreamLegacy
                                 : static_cast<cudaStream_t>(user_stream);
       // Always an event and a wait, even when the caller's stream has
-      // nothing left to run. Asking first (cudaStreamIsCapturing and
-      // cudaStreamQuery, then no event when idle) cost more than it saved:
-      // on 2 H100s, 2-3 us a call against the event's 0.4 us
-      // (bench/results/2026-11-26-nccl-latency-h100).
+      // nothing left to run: asking first (cudaStreamIsCapturing and
+      // cudaStreamQuery) costs more than the event (docs/design/tuning-history.md).
       // StreamOrder::kOnStream: on the caller's stream itself, as bare NCCL
       // is called; it still runs after this transport's previous operation
       // (Core::last_done, below).
@@ -311,11 +309,8 @@ absl::Status NcclTransport::EnqueueCollective(const CollectiveArgs& args,
   const int n = c.size;
   // all_to_all, gather and scatter are grouped sends and receives on
   // `comm`. all_to_all runs on the point-to-point communicator, whose sends
-  // get twice the channels (RELAY_NCCL_P2P_CHANNELS): 1.06-1.16x the
-  // algbw from 4 MB on 2 H100s. gather (and so scatter) came out mixed there
-  // (0.87-0.95x at 4-16 MB, 1.02-1.03x from 64 MB) and stays on the
-  // collectives' communicator
-  // (bench/results/2026-11-26-nccl-p2p-comm-collectives-h100).
+  // get twice the channels (RELAY_NCCL_P2P_CHANNELS); gather (and so scatter)
+  // gained nothing there and stays on the collectives' communicator (docs/design/tuning-history.md).
   auto grouped = [&](ncclComm_t comm, auto&& body) -> absl::Status {
     RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
     absl::Status s = body();

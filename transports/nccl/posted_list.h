@@ -4,14 +4,10 @@
 // watchdog thread. Any thread pushes with one compare-exchange; the
 // consumer takes everything pushed so far in one exchange, oldest first.
 // There is no lock and no node allocation: the list is intrusive, and each
-// item holds its own reference while it is on the list.
-//
-// Why: the transport's first hand-off, a mutex and a deque that the
-// watchdog also touched, cost the posting thread 0.4-0.8 us a call on 2
-// H100s (bench/gpu/added_latency with RELAY_NCCL_DIAG_PROFILE), most of it
-// cache lines moving between the two threads' cores on every post; this
-// one moves a line once per look of the consumer
-// (bench/results/2026-11-26-nccl-added-latency-h100).
+// item holds its own reference while it is on the list. A mutex and a
+// deque that the watchdog also touched moved cache lines between the two
+// threads' cores on every post; this moves a line once per look of the
+// consumer (docs/design/tuning-history.md).
 //
 // Order: items taken are oldest first in push order (the order of their
 // successful compare-exchanges), so the pushes of one thread come out in

@@ -4,25 +4,19 @@
 // the callers polling it, and when it takes over. Bookkeeping on NowNanos
 // timestamps only, so the policy is tested without threads, clocks or UCX
 // (stand_aside_test.cc); ucx_transport.cc's ProgressLoop does the waiting
-// and the polling.
+// and the polling. The measurements behind each rule are in docs/design/tuning-history.md.
 //
 // The policy. While a caller polls (Wait, Test, an exchange's waiter), the
 // thread stands aside: the two would fight over the worker lock and the
 // cores. It takes over once the caller says it stopped (CallerStopped, when
 // its wait goes to sleep) or has not polled for the thread's interval (it
 // returned and computes, with operations in flight).
-// - Waking on a timer every 100 us instead cost a 1 MB ping-pong a quarter
-//   of its time on 2 cores: each wake-up preempted a caller that was
-//   moving data.
+// - It does not wake on a short timer: each wake-up preempts a caller that
+//   is moving data.
 // - Each check still wakes the thread, and where every core runs a polling
-//   caller it preempts one. Checking every 1 ms, a 32 KB ping-pong over shm
-//   on 2 cores made 1,734 context switches a run against 310 with no thread
-//   (bench/results/2026-11-25-ucx-stand-aside/). So while the caller is
-//   still polling at each check, the interval doubles up to 4 ms, or 32 ms
-//   on a crowded host (callers and threads outnumber the cores: SetCrowded).
-//   At 4 ms the checks still cost a 256 KB ping-pong on 2 cores about half
-//   a microsecond a message; 32 ms brought it level with no thread
-//   (bench/results/2026-11-27-ucx-stand-aside-cap/).
+//   caller it preempts one. So while the caller is still polling at each
+//   check, the interval doubles up to 4 ms, or 32 ms on a crowded host
+//   (callers and threads outnumber the cores: SetCrowded).
 // - The price is a later take-over, by up to that interval, when a caller
 //   leaves operations outstanding. Each such gap restarts the interval at
 //   kCallerPollingNs. The thread sees it when it takes over from a caller
@@ -32,19 +26,12 @@
 // - A second gap within kAbandonMemoryNs marks a program that overlaps
 //   communication with its own work: the interval then stays at
 //   kCallerPollingNs, so it pays the late take-over once, not at every
-//   overlap. One gap is not enough: every job has one at its start (2.2 ms,
-//   93 ms into a ping-pong), and with one enough every ping-pong ran at
-//   1 ms checks.
+//   overlap. One gap is not enough: every job has one at its start.
 // - Gaps within kOneStretchNs of the first gap of their stretch count as
-//   that one gap. A VM that keeps a polling caller off its core for a few
-//   milliseconds makes several in a row: four within 9 ms, 258 ms into a
-//   256 KB ping-pong on 2 cores (2026-11-27). Counted apart, they marked the
-//   ping-pong as overlapping, and its thread checked every 1 ms for the
-//   rest of the run: about 240 preemptions of the callers in a run of
-//   16,384 round trips, against 6 by relayrun's Python once it stopped
-//   polling (bench/results/2026-11-27-relayrun-pidfd/). A program that
-//   does overlap leaves work behind at every step, so a later stretch
-//   marks it.
+//   that one gap: a VM that keeps a polling caller off its core for a few
+//   milliseconds makes several in a row, which must not mark a ping-pong as
+//   overlapping. A program that does overlap leaves work behind at every
+//   step, so a later stretch marks it.
 //
 // Threads. CallerPolled and CallerStopped run on any caller's thread;
 // StandAsideFor, AfterStandingAside, TakingOver and Restart on the progress

@@ -84,13 +84,11 @@ absl::StatusOr<ContextPtr> CreateContext(int ranks, bool wakeup = false) {
 // Each rank's slot in the shared-memory exchange (the shm algorithm): the
 // largest contribution it carries, and the chunk of shm's all_reduce
 // pipeline. Every chunk costs two exchanges, which with more ranks than
-// cores means a round of sleeps and wake-ups: in a trial on 4 processes
-// of a 2-core VM (2026-11-24; two builds of `bench/collectives
-// --algorithm shm`, not kept), 1 MB chunks made 16 and 64 MB all_reduces
-// 1.5-3x faster than 64 KB ones. The segment holds two slots per rank
-// and lives in /dev/shm, which containers often keep small (Docker:
-// 64 MB), so a group takes at most 8 MB up to 64 ranks: 1 MB slots up to
-// 4 ranks, smaller ones above, never below 64 KB.
+// cores means a round of sleeps and wake-ups, so large chunks pay (docs/design/tuning-history.md).
+// The segment holds two slots per rank and lives in /dev/shm, which
+// containers often keep small (Docker: 64 MB), so a group takes at most
+// 8 MB up to 64 ranks: 1 MB slots up to 4 ranks, smaller ones above, never
+// below 64 KB.
 size_t UcxExchangeBytes(int size) {
   constexpr size_t kMost = size_t{1} << 20, kLeast = size_t{64} << 10;
   return std::clamp((size_t{4} << 20) / static_cast<size_t>(size), kLeast,
@@ -728,11 +726,9 @@ class UcxTransport final : public Transport, public ExchangeDriver {
     }
     if (!op->cancel_reason.ok()) status = op->cancel_reason;
     pending_.Remove(op);
-    // Done here when nothing waits to run, as UCX's own loop would see it.
-    // Queueing the completion to run after the lock cost a ping-pong
-    // 0.016-0.033 us a message from 8 B to 32 KB, 4-7% up to 512 B
-    // (bench/results/2026-11-27-direct-completion/): most of what relay
-    // adds to UCX's own latency is its path after a completion.
+    // Done here when nothing waits to run, as UCX's own loop would see it:
+    // queueing the completion to run after the lock was most of what relay
+    // added to UCX's own latency (docs/design/tuning-history.md).
     if (op->CompleteIfNothingToRun(status)) {
       // UCX's reference goes now; the last one (nobody kept the Request)
       // takes the op with it, which touches nothing of the transport.
@@ -845,9 +841,7 @@ class UcxTransport final : public Transport, public ExchangeDriver {
             outstanding_.load(std::memory_order_relaxed) == 0) {
           // A caller's Wait sleeps on the exchange and drives it when
           // woken: standing by on a timer, not on the same wake-up, halves
-          // the threads every slot write wakes. With 4 processes on 2
-          // cores that raised 16-64 MB all_reduce busbw by about a third
-          // (bench/results/2026-11-24-ucx-exchange-wakeups.md). The timer
+          // the threads every slot write wakes (docs/design/tuning-history.md). The timer
           // covers a caller that stops waiting with exchanges still
           // queued (a Wait that timed out): this loop drives them each
           // time round.
