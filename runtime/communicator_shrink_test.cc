@@ -6,11 +6,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/engine.h"
 #include "gtest/gtest.h"
 #include "runtime/status_macros.h"
 #include "testing/rank_harness.h"
-#include "transports/loopback/loopback_transport.h"
+#include "relay.h"
 
 namespace relay {
 namespace {
@@ -29,8 +28,8 @@ float Input(int original_rank, int iteration, size_t j) {
 }
 
 TEST(LoopbackShrinkTest, SurvivorsShrinkAndFinishTheLoop) {
-  LoopbackTransportFactory factory;
-  ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   std::atomic<int> finished{0};
   CommunicatorOptions options;
   options.default_timeout = absl::Seconds(30);
@@ -99,8 +98,8 @@ TEST(LoopbackShrinkTest, SurvivorsShrinkAndFinishTheLoop) {
 }
 
 TEST(LoopbackShrinkTest, RejectsBadSetsBeforeTouchingTheStore) {
-  LoopbackTransportFactory factory;
-  ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   absl::Status status = RunRanks(
       2, factory, engine, [](Communicator& comm) -> absl::Status {
         const int self = comm.rank(), outside = 7;
@@ -118,8 +117,8 @@ TEST(LoopbackShrinkTest, RejectsBadSetsBeforeTouchingTheStore) {
 }
 
 TEST(LoopbackShrinkTest, SurvivorsThatDisagreeAreToldWhy) {
-  LoopbackTransportFactory factory;
-  ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   absl::Status status = RunRanks(
       4, factory, engine, [](Communicator& comm) -> absl::Status {
         if (comm.rank() == 3) return absl::OkStatus();  // "Lost".

@@ -4,17 +4,16 @@
 #include <string>
 #include <vector>
 
-#include "collectives/engine.h"
 #include "gtest/gtest.h"
 #include "testing/rank_harness.h"
-#include "transports/loopback/loopback_transport.h"
+#include "relay.h"
 
 namespace relay {
 namespace {
 
 TEST(LoopbackMetricsTest, CountsCallsBytesAndFailures) {
-  static LoopbackTransportFactory factory;
-  static ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   absl::Status s = RunRanks(2, factory, engine, [](Communicator& comm) -> absl::Status {
     std::vector<float> v(1000, 1.0f);
     for (int i = 0; i < 3; ++i) {

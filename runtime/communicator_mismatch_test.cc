@@ -7,10 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/engine.h"
 #include "gtest/gtest.h"
 #include "testing/rank_harness.h"
-#include "transports/loopback/loopback_transport.h"
+#include "relay.h"
 
 namespace relay {
 namespace {
@@ -32,8 +31,8 @@ std::vector<absl::Status> RunWithOddRank(
     const Call& normal, const Call& odd,
     CheckLevel check_level = CheckLevel::kFingerprint,
     Algorithm algorithm = Algorithm::kAuto) {
-  static LoopbackTransportFactory factory;
-  static ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   std::vector<absl::Status> out(kRanks);
   CommunicatorOptions options;
   options.check_level = check_level;
@@ -96,8 +95,8 @@ TEST(LoopbackMismatchTest, RootMismatchIsNamed) {
 }
 
 TEST(LoopbackMismatchTest, MatchingCallsRunAndAreRight) {
-  static LoopbackTransportFactory factory;
-  static ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   CommunicatorOptions options;
   options.check_level = CheckLevel::kFingerprint;
   absl::Status s = RunRanks(kRanks, factory, engine, [](Communicator& comm) -> absl::Status {
@@ -117,8 +116,8 @@ TEST(LoopbackMismatchTest, MatchingCallsRunAndAreRight) {
 // Rank 3 never calls the collective: the others fail with DeadlineExceeded
 // naming rank 3 once their timeout passes, not later.
 TEST(LoopbackMismatchTest, RankThatCallsNothingIsNamed) {
-  static LoopbackTransportFactory factory;
-  static ScheduleEngine engine;
+  TransportFactory& factory = **Transports().Get("loopback");
+  const CollectiveEngine& engine = DefaultEngine();
   CommunicatorOptions options;
   options.check_level = CheckLevel::kFingerprint;
   std::vector<absl::Status> got(kRanks);
