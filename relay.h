@@ -33,8 +33,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "runtime/bootstrap/environment.h"
-#include "runtime/bootstrap/tcp_store.h"
 #include "runtime/collective.h"
 #include "runtime/communicator.h"
 #include "runtime/request.h"
@@ -70,14 +68,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicator(
 // Example (run as `relayrun -n 4 -- ./my_program`):
 //   RELAY_ASSIGN_OR_RETURN(auto comm, CreateCommunicatorFromEnvironment());
 //   RELAY_ASSIGN_OR_RETURN(Request r, comm->AllReduce(...));
-// The job's store for this process: rank 0 hosts it (the returned store
-// keeps the server running), the others connect, waiting up to
-// `connect_timeout` for it. Errors name the rank and its launcher. For
-// programs that want the store beside their communicator (test drivers).
-absl::StatusOr<std::shared_ptr<TcpStore>> ConnectJobStore(
-    const LaunchEnvironment& env,
-    absl::Duration connect_timeout = absl::Minutes(2));
-
 absl::StatusOr<std::unique_ptr<Communicator>> CreateCommunicatorFromEnvironment(
     CommunicatorOptions options = {},
     absl::Duration connect_timeout = absl::Minutes(2),

@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "relay.h"
 #include "runtime/bootstrap/environment.h"
+#include "runtime/bootstrap/job_store.h"
 #include "runtime/bootstrap/tcp_store.h"
 #include "testing/conformance.h"
 #include "testing/device_memory.h"

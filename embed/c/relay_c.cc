@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "relay.h"
+#include "runtime/bootstrap/tcp_store.h"
 
 namespace {
 

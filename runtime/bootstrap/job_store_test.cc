@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "relay.h"
+#include "runtime/bootstrap/job_store.h"
 #include "runtime/bootstrap/socket.h"
 #include "runtime/bootstrap/tcp_store.h"
 
