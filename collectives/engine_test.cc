@@ -157,7 +157,7 @@ class DeviceOnlyTransport final : public Transport {
     ++single_posts;
     return Request::Completed();
   }
-  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp>, void*,
+  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp>, void*,
                                     absl::Time) override {
     ++batches;
     return Request::Completed();

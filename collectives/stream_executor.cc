@@ -129,23 +129,23 @@ class StreamRun final : public RequestState,
 
   absl::Status PostStep(int lane, const Step& step, void* s) {
     const Tag tag = CollectiveTag(ctx_.sequence, lane);
-    std::vector<PeerOp> batch;
+    std::vector<P2POp> batch;
     std::vector<Deferred> deferred;
     absl::Status status;
     for (const Action& a : step.actions) {
       if (!a.is_communication()) continue;
       // Empty messages are posted too: a barrier is made of them.
       const size_t count = a.kind == Action::Kind::kSend ? a.src.count : a.dst.count;
-      PeerOp op;
+      P2POp op;
       op.peer = a.peer;
       op.tag = tag;
       switch (a.kind) {
         case Action::Kind::kSend:
-          op.kind = PeerOp::Kind::kSend;
+          op.kind = P2POp::Kind::kSend;
           op.data = View(a.src);
           break;
         case Action::Kind::kRecv:
-          op.kind = PeerOp::Kind::kRecv;
+          op.kind = P2POp::Kind::kRecv;
           op.data = View(a.dst);
           break;
         default: {  // kRecvReduce: no transport reduces on receipt here.
@@ -160,7 +160,7 @@ class StreamRun final : public RequestState,
             incoming = *allocated;
             deferred.push_back({incoming, a.src, a.dst});
           }
-          op.kind = PeerOp::Kind::kRecv;
+          op.kind = P2POp::Kind::kRecv;
           op.data = {incoming, count, ctx_.dtype, ctx_.recv.device};
           break;
         }

@@ -665,9 +665,11 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
   // Validate everything before posting anything.
   for (const P2POp& op : ops) {
     RELAY_RETURN_IF_ERROR(ValidatePeer(op.peer));
-    RELAY_RETURN_IF_ERROR(ValidateUserTag(op.tag, caps));
+    // The caller's tag went in as an int64_t (P2POp::Send, Recv).
+    RELAY_RETURN_IF_ERROR(
+        ValidateUserTag(static_cast<int64_t>(op.tag), caps));
     RELAY_RETURN_IF_ERROR(ValidateBuffer(
-        op.kind == P2POp::Kind::kSend ? op.send : ConstBuffer(op.recv),
+        ConstBuffer(op.data),
         op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer", caps));
   }
   const absl::Time deadline = DeadlineFor(options, FastNowNanos());
@@ -676,23 +678,14 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
     // Send and Recv on host memory: no batch, no joint request.
     const P2POp& op = ops.front();
     return op.kind == P2POp::Kind::kSend
-               ? transport_->Isend(op.peer, UserTag(op.tag), op.send, deadline)
-               : transport_->Irecv(op.peer, UserTag(op.tag), op.recv, deadline);
+               ? transport_->Isend(op.peer, op.tag, ConstBuffer(op.data),
+                                   deadline)
+               : transport_->Irecv(op.peer, op.tag, op.data, deadline);
   }
-  absl::InlinedVector<PeerOp, 8> batch;
-  batch.reserve(ops.size());
-  for (const P2POp& op : ops) {
-    if (op.kind == P2POp::Kind::kSend) {
-      // A send only reads its buffer; PeerOp carries one buffer type.
-      batch.push_back({PeerOp::Kind::kSend, op.peer, UserTag(op.tag),
-                       Buffer{const_cast<void*>(op.send.data), op.send.count,
-                              op.send.dtype, op.send.device}});
-    } else {
-      batch.push_back({PeerOp::Kind::kRecv, op.peer, UserTag(op.tag), op.recv});
-    }
-  }
+  // A user tag is its own wire tag (runtime/tag.h: bit 63 clear), so the
+  // caller's ops go to the transport as they are.
   absl::StatusOr<Request> posted =
-      transport_->PostBatch(batch, options.stream, deadline);
+      transport_->PostBatch(ops, options.stream, deadline);
   if (!posted.ok()) {
     // InvalidArgument means the transport posted nothing (PostBatch's
     // contract): the communicator stays usable, as for any refused call.
@@ -704,9 +697,7 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
     return posted;
   }
   const bool on_device = std::any_of(ops.begin(), ops.end(), [](const P2POp& op) {
-    const ConstBuffer b =
-        op.kind == P2POp::Kind::kSend ? op.send : ConstBuffer(op.recv);
-    return b.count > 0 && !b.device.is_host();
+    return op.data.count > 0 && !op.data.device.is_host();
   });
   if (on_device && caps.stream_ordered &&
       options.stream_order == StreamOrder::kOnStream) {

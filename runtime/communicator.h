@@ -64,23 +64,6 @@
 
 namespace relay {
 
-// One half of a batched point-to-point exchange (see BatchSendRecv).
-struct P2POp {
-  enum class Kind : uint8_t { kSend, kRecv };
-  Kind kind = Kind::kSend;
-  int peer = 0;
-  int64_t tag = 0;
-  ConstBuffer send;  // For kSend.
-  Buffer recv;       // For kRecv.
-
-  static P2POp Send(ConstBuffer data, int peer, int64_t tag = 0) {
-    return {Kind::kSend, peer, tag, data, {}};
-  }
-  static P2POp Recv(Buffer data, int peer, int64_t tag = 0) {
-    return {Kind::kRecv, peer, tag, {}, data};
-  }
-};
-
 struct CommunicatorOptions {
   // The timeout of every operation that sets none in its options.
   // kDefaultTimeout: RELAY_TIMEOUT (seconds), else 10 minutes.

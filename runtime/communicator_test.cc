@@ -1275,10 +1275,10 @@ class RefusingLoopback final : public Transport {
                                 absl::Time deadline) override {
     return inner_->Irecv(peer, tag, data, deadline);
   }
-  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp> ops,
                                     void* cuda_stream,
                                     absl::Time deadline) override {
-    for (const PeerOp& op : ops) {
+    for (const P2POp& op : ops) {
       if (op.data.data == poison) {
         return absl::InvalidArgumentError("refusing_loopback: bad pointer");
       }

@@ -7,14 +7,14 @@
 
 namespace relay {
 
-absl::StatusOr<Request> Transport::PostBatch(absl::Span<const PeerOp> ops,
+absl::StatusOr<Request> Transport::PostBatch(absl::Span<const P2POp> ops,
                                              void* /*cuda_stream*/,
                                              absl::Time deadline) {
   std::vector<Request> posted;
   posted.reserve(ops.size());
-  for (const PeerOp& op : ops) {
+  for (const P2POp& op : ops) {
     absl::StatusOr<Request> r =
-        op.kind == PeerOp::Kind::kSend
+        op.kind == P2POp::Kind::kSend
             ? Isend(op.peer, op.tag, op.data, deadline)
             : Irecv(op.peer, op.tag, op.data, deadline);
     if (!r.ok()) {

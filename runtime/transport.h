@@ -95,13 +95,27 @@ struct TransportCapabilities {
   std::chrono::nanoseconds wait_spin = RequestState::kDefaultSpinBudget;
 };
 
-// One send or receive of a batch (Transport::PostBatch).
-struct PeerOp {
+// One send or receive: of a caller's batch (Communicator::BatchSendRecv,
+// where `tag` is the caller's, 0 to kMaxUserTag) and of a transport's
+// (Transport::PostBatch, where it is the wire tag, runtime/tag.h).
+//   const P2POp ops[] = {P2POp::Send(ConstBuffer::Of(out), next, 7),
+//                        P2POp::Recv(Buffer::Of(in), prev, 7)};
+struct P2POp {
   enum class Kind : uint8_t { kSend, kRecv };
   Kind kind = Kind::kSend;
   int peer = 0;
   Tag tag = 0;
   Buffer data;  // Read from for a send, written for a receive.
+
+  // A send only reads `data`; Buffer carries one pointer type.
+  static P2POp Send(ConstBuffer data, int peer, int64_t tag = 0) {
+    return {Kind::kSend, peer, static_cast<Tag>(tag),
+            Buffer{const_cast<void*>(data.data), data.count, data.dtype,
+                   data.device}};
+  }
+  static P2POp Recv(Buffer data, int peer, int64_t tag = 0) {
+    return {Kind::kRecv, peer, static_cast<Tag>(tag), data};
+  }
 };
 
 class Transport {
@@ -212,7 +226,7 @@ class Transport {
   // the default posts each through Isend and Irecv and ignores the stream.
   // On an error some ops may be in flight: the caller aborts the transport
   // before freeing their buffers.
-  virtual absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+  virtual absl::StatusOr<Request> PostBatch(absl::Span<const P2POp> ops,
                                             void* cuda_stream,
                                             absl::Time deadline);
 

@@ -37,7 +37,7 @@ class ProxyState final : public RequestState {
 struct Held {
   absl::Time release;
   uint64_t order = 0;  // Posting order: breaks ties, keeps FIFO per key.
-  PeerOp op;
+  P2POp op;
   absl::Time deadline;
   std::shared_ptr<ProxyState> proxy;
 
@@ -70,7 +70,7 @@ struct FaultState {
   std::condition_variable cv;
   std::mt19937_64 random;                                // Guarded by mu.
   std::priority_queue<Held> held;                        // Guarded by mu.
-  std::map<std::tuple<int, Tag, PeerOp::Kind>, absl::Time> last_release;
+  std::map<std::tuple<int, Tag, P2POp::Kind>, absl::Time> last_release;
   std::vector<std::shared_ptr<ProxyState>> stalled;      // Guarded by mu.
   int64_t ops = 0;                                       // Guarded by mu.
   uint64_t next_order = 0;                               // Guarded by mu.
@@ -109,7 +109,7 @@ struct FaultState {
   // order chosen in Hold() is the order the wrapped transport sees.
   void Post(const Held& h) {
     absl::StatusOr<Request> r =
-        h.op.kind == PeerOp::Kind::kSend
+        h.op.kind == P2POp::Kind::kSend
             ? inner->Isend(h.op.peer, h.op.tag, h.op.data, h.deadline)
             : inner->Irecv(h.op.peer, h.op.tag, h.op.data, h.deadline);
     if (!r.ok()) {
@@ -135,7 +135,7 @@ struct FaultState {
     for (const std::shared_ptr<ProxyState>& p : failing) p->Complete(reason);
   }
 
-  absl::StatusOr<Request> Hold(PeerOp op, absl::Time deadline) {
+  absl::StatusOr<Request> Hold(P2POp op, absl::Time deadline) {
     auto proxy = std::make_shared<ProxyState>(deadline, inner);
     bool kill = false;
     int64_t index = 0;
@@ -221,14 +221,14 @@ class FaultInjectingTransport final : public Transport {
 
   absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
                                 absl::Time deadline) override {
-    return state_->Hold({PeerOp::Kind::kSend, peer, tag,
+    return state_->Hold({P2POp::Kind::kSend, peer, tag,
                          Buffer{const_cast<void*>(data.data), data.count,
                                 data.dtype, data.device}},
                         deadline);
   }
   absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
                                 absl::Time deadline) override {
-    return state_->Hold({PeerOp::Kind::kRecv, peer, tag, data}, deadline);
+    return state_->Hold({P2POp::Kind::kRecv, peer, tag, data}, deadline);
   }
   bool Progress() override { return state_->inner->Progress(); }
   void StoppedPolling() override { state_->inner->StoppedPolling(); }

@@ -170,7 +170,7 @@ TEST(LoopbackDeviceTest, StreamsWaitForTheCopyBetweenThem) {
     ASSERT_TRUE(data->CopyFrom(sent.data(), kBytes).ok());
     const std::vector<uint8_t> ones(kBytes, 0xEE);
     ASSERT_TRUE(junk->CopyFrom(ones.data(), kBytes).ok());
-    const PeerOp send{PeerOp::Kind::kSend, 1, 5,
+    const P2POp send{P2POp::Kind::kSend, 1, 5,
                       Buffer{data->data(), kBytes, DataType::kUint8,
                              Device::Cuda(0)}};
     absl::StatusOr<Request> r =
@@ -191,7 +191,7 @@ TEST(LoopbackDeviceTest, StreamsWaitForTheCopyBetweenThem) {
     absl::StatusOr<DeviceStream> stream = DeviceStream::Create();
     ASSERT_TRUE(into.ok() && after.ok() && stream.ok());
     std::this_thread::sleep_until(absl::ToChronoTime(start + absl::Milliseconds(50)));
-    const PeerOp recv{PeerOp::Kind::kRecv, 0, 5,
+    const P2POp recv{P2POp::Kind::kRecv, 0, 5,
                       Buffer{into->data(), kBytes, DataType::kUint8,
                              Device::Cuda(device)}};
     absl::StatusOr<Request> r =
@@ -239,7 +239,7 @@ TEST(LoopbackDeviceTest, StreamWaitOrdersAnotherStream) {
     absl::StatusOr<DeviceStream> posting = DeviceStream::Create();
     absl::StatusOr<DeviceStream> other = DeviceStream::Create();
     ASSERT_TRUE(into.ok() && after.ok() && posting.ok() && other.ok());
-    const PeerOp recv{PeerOp::Kind::kRecv, 0, 2,
+    const P2POp recv{P2POp::Kind::kRecv, 0, 2,
                       Buffer{into->data(), kBytes, DataType::kUint8,
                              Device::Cuda(device)}};
     absl::StatusOr<Request> r = t[1]->PostBatch(
@@ -289,9 +289,9 @@ TEST(LoopbackDeviceTest, RejectsMemoryItCannotMove) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   // A batch mixing host and device memory.
   r = t[0]->PostBatch(
-      {PeerOp{PeerOp::Kind::kSend, 1, 1,
+      {P2POp{P2POp::Kind::kSend, 1, 1,
               Buffer{d->data(), 256, DataType::kFloat32, Device::Cuda(0)}},
-       PeerOp{PeerOp::Kind::kRecv, 1, 1, Buffer::Of(host)}},
+       P2POp{P2POp::Kind::kRecv, 1, 1, Buffer::Of(host)}},
       nullptr, absl::InfiniteFuture());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -334,7 +334,7 @@ TEST(LoopbackDeviceTest, UnmatchedPostsEndAtTheDeadlineOrAbort) {
   absl::StatusOr<DeviceBytes> d = DeviceBytes::Allocate(4096);
   absl::StatusOr<DeviceStream> stream = DeviceStream::Create();
   ASSERT_TRUE(d.ok() && stream.ok());
-  const PeerOp recv{PeerOp::Kind::kRecv, 1, 9,
+  const P2POp recv{P2POp::Kind::kRecv, 1, 9,
                     Buffer{d->data(), 4096, DataType::kUint8, Device::Cuda(0)}};
   const absl::Time start = absl::Now();
   absl::StatusOr<Request> r = t[0]->PostBatch(
@@ -348,7 +348,7 @@ TEST(LoopbackDeviceTest, UnmatchedPostsEndAtTheDeadlineOrAbort) {
   absl::StatusOr<Request> waiting;
   std::thread poster([&] {
     ASSERT_TRUE(SetCurrentDevice(0).ok());
-    const PeerOp again{PeerOp::Kind::kRecv, 1, 10, recv.data};
+    const P2POp again{P2POp::Kind::kRecv, 1, 10, recv.data};
     waiting = t[0]->PostBatch({again}, stream->get(), absl::InfiniteFuture());
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(100));

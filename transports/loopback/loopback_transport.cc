@@ -948,7 +948,7 @@ absl::StatusOr<Request> LoopbackTransport::Isend(int peer, Tag tag,
                                                  ConstBuffer data,
                                                  absl::Time deadline) {
   if (!data.device.is_host()) {
-    return PostDevice({{PeerOp::Kind::kSend, peer, tag,
+    return PostDevice({{P2POp::Kind::kSend, peer, tag,
                         Buffer{const_cast<void*>(data.data), data.count,
                                data.dtype, data.device}}},
                       /*stream=*/nullptr, deadline);
@@ -963,7 +963,7 @@ absl::StatusOr<Request> LoopbackTransport::Irecv(int peer, Tag tag,
                                                  Buffer data,
                                                  absl::Time deadline) {
   if (!data.device.is_host()) {
-    return PostDevice({{PeerOp::Kind::kRecv, peer, tag, data}},
+    return PostDevice({{P2POp::Kind::kRecv, peer, tag, data}},
                       /*stream=*/nullptr, deadline);
   }
   return PostRecv(peer, tag, ConstBuffer{}, data, nullptr, deadline);
@@ -1004,8 +1004,8 @@ absl::StatusOr<Request> LoopbackTransport::PostRecv(int peer, Tag tag,
 }
 
 absl::StatusOr<Request> LoopbackTransport::PostBatch(
-    absl::Span<const PeerOp> ops, void* cuda_stream, absl::Time deadline) {
-  const bool device = std::any_of(ops.begin(), ops.end(), [](const PeerOp& op) {
+    absl::Span<const P2POp> ops, void* cuda_stream, absl::Time deadline) {
+  const bool device = std::any_of(ops.begin(), ops.end(), [](const P2POp& op) {
     return !op.data.device.is_host();
   });
   if (!device) return Transport::PostBatch(ops, cuda_stream, deadline);
@@ -1013,29 +1013,29 @@ absl::StatusOr<Request> LoopbackTransport::PostBatch(
 }
 
 absl::StatusOr<Request> LoopbackTransport::PostDevice(
-    absl::Span<const PeerOp> ops, void* cuda_stream, absl::Time deadline) {
+    absl::Span<const P2POp> ops, void* cuda_stream, absl::Time deadline) {
   if (!loopback_device::Available()) {
     return absl::InvalidArgumentError(
         "loopback: device memory, but this build has no CUDA or no GPU is "
         "visible");
   }
   bool receives = false;
-  for (const PeerOp& op : ops) {
+  for (const P2POp& op : ops) {
     RELAY_RETURN_IF_ERROR(CheckPeer(op.peer, size()));
     if (op.data.device.is_host() && op.data.count > 0) {
       return absl::InvalidArgumentError(
           "loopback: a batch mixes host and device memory; post them "
           "separately");
     }
-    receives |= op.kind == PeerOp::Kind::kRecv;
+    receives |= op.kind == P2POp::Kind::kRecv;
   }
   if (receives) RELAY_RETURN_IF_ERROR(fabric_->copy_lane(rank_).Ensure());
   RELAY_ASSIGN_OR_RETURN(
       std::shared_ptr<loopback_device::DeviceBatch> batch,
       loopback_device::DeviceBatch::Post(ops.size(), cuda_stream, deadline));
   for (size_t i = 0; i < ops.size(); ++i) {
-    const PeerOp& op = ops[i];
-    if (op.kind == PeerOp::Kind::kSend) {
+    const P2POp& op = ops[i];
+    if (op.kind == P2POp::Kind::kSend) {
       fabric_->Send(rank_, op.peer, op.tag,
                     {ConstBuffer{op.data.data, op.data.count, op.data.dtype,
                                  op.data.device},

@@ -90,7 +90,7 @@ class LoopbackTransport final : public Transport {
   // `cuda_stream` as NCCL's group would be, and returns once the peers have
   // posted their side (device_messages.h), or at `deadline` with the
   // request failed. Host memory: each op through Isend and Irecv.
-  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp> ops,
                                     void* cuda_stream,
                                     absl::Time deadline) override;
   // Declared device memory must live on the GPU it names.
@@ -106,7 +106,7 @@ class LoopbackTransport final : public Transport {
   void Abort(absl::Status reason) override;
 
  private:
-  absl::StatusOr<Request> PostDevice(absl::Span<const PeerOp> ops,
+  absl::StatusOr<Request> PostDevice(absl::Span<const P2POp> ops,
                                      void* cuda_stream, absl::Time deadline);
   absl::StatusOr<Request> PostRecv(int peer, Tag tag, ConstBuffer local,
                                    Buffer dst, ReduceFn reduce,

@@ -96,17 +96,17 @@ class NcclTransport final : public Transport {
 
   absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
                                 absl::Time deadline) override {
-    const PeerOp op{PeerOp::Kind::kSend, peer, tag,
+    const P2POp op{P2POp::Kind::kSend, peer, tag,
                     Buffer{const_cast<void*>(data.data), data.count,
                            data.dtype, data.device}};
     return PostBatch({&op, 1}, nullptr, deadline);
   }
   absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
                                 absl::Time deadline) override {
-    const PeerOp op{PeerOp::Kind::kRecv, peer, tag, data};
+    const P2POp op{P2POp::Kind::kRecv, peer, tag, data};
     return PostBatch({&op, 1}, nullptr, deadline);
   }
-  absl::StatusOr<Request> PostBatch(absl::Span<const PeerOp> ops,
+  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp> ops,
                                     void* cuda_stream,
                                     absl::Time deadline) override;
   absl::StatusOr<Request> Collective(const CollectiveArgs& args) override;
@@ -132,7 +132,7 @@ class NcclTransport final : public Transport {
                                  cudaStream_t stream);
   // A batch's sends and receives, in one NCCL group on `stream`
   // (PostBatch's Launch).
-  absl::Status EnqueueBatch(absl::Span<const PeerOp> ops, cudaStream_t stream);
+  absl::Status EnqueueBatch(absl::Span<const P2POp> ops, cudaStream_t stream);
 
   std::shared_ptr<Core> core_;
   std::thread watchdog_;
@@ -250,43 +250,43 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   return Request(std::move(request));
 }
 
-absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const PeerOp> ops,
+absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const P2POp> ops,
                                                  void* cuda_stream,
                                                  absl::Time deadline) {
-  for (const PeerOp& op : ops) {
+  for (const P2POp& op : ops) {
     if (op.peer < 0 || op.peer >= core_->size) {
       return absl::InvalidArgumentError(absl::StrCat(
           "nccl: peer ", op.peer, " is out of range [0, ", core_->size, ")"));
     }
     RELAY_RETURN_IF_ERROR(CheckMemory(
-        op.data, op.kind == PeerOp::Kind::kSend ? "send buffer" : "recv buffer"));
+        op.data, op.kind == P2POp::Kind::kSend ? "send buffer" : "recv buffer"));
   }
   const char* what = ops.size() == 1
-                         ? (ops[0].kind == PeerOp::Kind::kSend ? "send" : "recv")
+                         ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
                          : "batched send/recv";
   return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
                 NcclRequest::kNoSequence,
                 [&](cudaStream_t stream) { return EnqueueBatch(ops, stream); });
 }
 
-absl::Status NcclTransport::EnqueueBatch(absl::Span<const PeerOp> ops,
+absl::Status NcclTransport::EnqueueBatch(absl::Span<const P2POp> ops,
                                          cudaStream_t stream) {
   Core& c = *core_;
   ncclComm_t comm = c.p2p_comm;
   RELAY_RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart", comm));
   absl::Status s;
-  for (const PeerOp& op : ops) {
+  for (const P2POp& op : ops) {
     // An empty message is still a message (a barrier's token): NCCL would
     // skip a 0-byte send, so it moves one byte of the barrier scratch
     // instead.
     void* data = op.data.bytes() > 0 ? op.data.data : c.barrier_scratch;
     const size_t bytes = std::max<size_t>(op.data.bytes(), 1);
     const ncclResult_t r =
-        op.kind == PeerOp::Kind::kSend
+        op.kind == P2POp::Kind::kSend
             ? ncclSend(data, bytes, ncclUint8, op.peer, comm, stream)
             : ncclRecv(data, bytes, ncclUint8, op.peer, comm, stream);
     if (s.ok()) {
-      s = NcclStatus(r, op.kind == PeerOp::Kind::kSend ? "ncclSend" : "ncclRecv",
+      s = NcclStatus(r, op.kind == P2POp::Kind::kSend ? "ncclSend" : "ncclRecv",
                      comm);
     }
   }

@@ -94,9 +94,9 @@ TEST(NcclTransportTest, PostAfterAbortCompletesWithTheReason) {
   ASSERT_TRUE(dev.ok()) << dev.status();
   float* d = reinterpret_cast<float*>(dev->data());
   (*t)->Abort(absl::UnavailableError("rank 7 left the group"));
-  const PeerOp ops[2] = {
-      {PeerOp::Kind::kSend, 0, 1, Buffer::Of(d, 8, Device::Cuda(0))},
-      {PeerOp::Kind::kRecv, 0, 1, Buffer::Of(d + 8, 8, Device::Cuda(0))}};
+  const P2POp ops[2] = {
+      {P2POp::Kind::kSend, 0, 1, Buffer::Of(d, 8, Device::Cuda(0))},
+      {P2POp::Kind::kRecv, 0, 1, Buffer::Of(d + 8, 8, Device::Cuda(0))}};
   absl::StatusOr<Request> r =
       (*t)->PostBatch(ops, nullptr, absl::Now() + absl::Seconds(30));
   ASSERT_TRUE(r.ok()) << r.status();
