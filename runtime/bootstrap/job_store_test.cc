@@ -5,8 +5,9 @@
 #include <stdlib.h>
 
 #include <string>
-#include <thread>
+#include <functional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -55,20 +56,34 @@ class JobStoreTest : public ::testing::Test {
   std::string runtime_;
 };
 
+// Rank 0's store on a free port. A port found free can be taken before
+// rank 0 binds it (other tests run beside this one), so a few tries. Rank
+// 0's ConnectJobStore returns once its server is up, so the other ranks
+// connect after it on this thread.
+absl::StatusOr<std::shared_ptr<TcpStore>> HostRankZero(
+    const std::function<LaunchEnvironment(int port)>& env, int* port) {
+  absl::StatusOr<std::shared_ptr<TcpStore>> store;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    *port = FreePort();
+    store = ConnectJobStore(env(*port), absl::Seconds(10));
+    if (store.ok() ||
+        !absl::StrContains(store.status().message(), "already in use")) {
+      break;
+    }
+  }
+  return store;
+}
+
 // One host, no token: the ranks meet, and a process that does not know the
 // token rank 0 wrote (another local user, or anything with an empty token,
 // as every process had before) is refused.
 TEST_F(JobStoreTest, OneHostWithoutATokenSharesAPrivateOne) {
-  const int port = FreePort();
-  absl::StatusOr<std::shared_ptr<TcpStore>> rank0, rank1;
-  std::thread other([&] {
-    rank1 = ConnectJobStore(Torchrun(1, 2, 2, "127.0.0.1", port),
-                            absl::Seconds(10));
-  });
-  rank0 = ConnectJobStore(Torchrun(0, 2, 2, "127.0.0.1", port),
-                          absl::Seconds(10));
-  other.join();
+  int port = 0;
+  absl::StatusOr<std::shared_ptr<TcpStore>> rank0 = HostRankZero(
+      [](int p) { return Torchrun(0, 2, 2, "127.0.0.1", p); }, &port);
   ASSERT_TRUE(rank0.ok()) << rank0.status();
+  absl::StatusOr<std::shared_ptr<TcpStore>> rank1 = ConnectJobStore(
+      Torchrun(1, 2, 2, "127.0.0.1", port), absl::Seconds(10));
   ASSERT_TRUE(rank1.ok()) << rank1.status();
   ASSERT_TRUE((*rank0)->Set("k", "v").ok());
   absl::StatusOr<std::string> got = (*rank1)->Get("k", absl::Seconds(5));
@@ -81,9 +96,8 @@ TEST_F(JobStoreTest, OneHostWithoutATokenSharesAPrivateOne) {
 
 // Across hosts, no token: refused before anything listens, naming the fix.
 TEST_F(JobStoreTest, AcrossHostsWithoutATokenIsRefused) {
-  const int port = FreePort();
   absl::StatusOr<std::shared_ptr<TcpStore>> store = ConnectJobStore(
-      Torchrun(0, 2, 1, "0.0.0.0", port), absl::Seconds(5));
+      Torchrun(0, 2, 1, "0.0.0.0", FreePort()), absl::Seconds(5));
   EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument)
       << store.status();
   EXPECT_THAT(std::string(store.status().message()), HasSubstr("RELAY_TOKEN"));
@@ -91,15 +105,12 @@ TEST_F(JobStoreTest, AcrossHostsWithoutATokenIsRefused) {
               HasSubstr("RELAY_ALLOW_OPEN_STORE"));
   // With the opt-out it runs (and warns once).
   setenv("RELAY_ALLOW_OPEN_STORE", "1", 1);
-  absl::StatusOr<std::shared_ptr<TcpStore>> rank0, rank1;
-  std::thread other([&] {
-    rank1 = ConnectJobStore(Torchrun(1, 2, 1, "0.0.0.0", port),
-                            absl::Seconds(10));
-  });
-  rank0 = ConnectJobStore(Torchrun(0, 2, 1, "0.0.0.0", port),
-                          absl::Seconds(10));
-  other.join();
+  int port = 0;
+  absl::StatusOr<std::shared_ptr<TcpStore>> rank0 = HostRankZero(
+      [](int p) { return Torchrun(0, 2, 1, "0.0.0.0", p); }, &port);
   EXPECT_TRUE(rank0.ok()) << rank0.status();
+  absl::StatusOr<std::shared_ptr<TcpStore>> rank1 = ConnectJobStore(
+      Torchrun(1, 2, 1, "0.0.0.0", port), absl::Seconds(10));
   EXPECT_TRUE(rank1.ok()) << rank1.status();
 }
 
