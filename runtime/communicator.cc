@@ -25,11 +25,6 @@
 namespace relay {
 namespace {
 
-// RELAY_TIMEOUT, else 10 minutes.
-absl::StatusOr<absl::Duration> DefaultTimeoutFromEnvironment() {
-  return ReadSeconds("RELAY_TIMEOUT", absl::Minutes(10));
-}
-
 // RELAY_FLIGHT_RECORDER_DIR, when set, must be a directory this process can
 // write: checked when a communicator is made, not when a record is first
 // written (after a hang, when it is too late to fix).
@@ -111,7 +106,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
   if (options.default_timeout == CommunicatorOptions::kDefaultTimeout) {
     RELAY_ASSIGN_OR_RETURN(options.default_timeout,
-                           DefaultTimeoutFromEnvironment());
+                           ReadSeconds("RELAY_TIMEOUT", absl::Minutes(10)));
   }
   if (options.default_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -389,6 +384,22 @@ Communicator::PrepareCollective(CollectiveArgs& args,
   return absl::OkStatus();
 }
 
+// Inlined into both callers: every call asks whether the check is on.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status
+Communicator::CheckAgreementIfAsked(const CollectiveArgs& args,
+                                    const CollectiveTelemetry::Ticket& ticket) {
+  if (options_.check_level != CheckLevel::kFingerprint || size_ == 1) {
+    return absl::OkStatus();
+  }
+  // After Queue: the flight record holds the call the check refused.
+  absl::Status agreed = CheckAgreement(args);
+  if (!agreed.ok()) {
+    telemetry_->Refused(ticket, agreed);
+    (*on_failure_)(agreed);  // The ranks are out of step: abort.
+  }
+  return agreed;
+}
+
 absl::StatusOr<Request> Communicator::StartCollective(
     CollectiveArgs& args, const CollectiveOptions& options) {
   bool on_device = false;
@@ -398,14 +409,7 @@ absl::StatusOr<Request> Communicator::StartCollective(
 
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
-  if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
-    // After Queue: the flight record holds the call the check refused.
-    if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
-      telemetry_->Refused(ticket, agreed);
-      (*on_failure_)(agreed);  // The ranks are out of step: abort.
-      return agreed;
-    }
-  }
+  RELAY_RETURN_IF_ERROR(CheckAgreementIfAsked(args, ticket));
   absl::StatusOr<Request> started = Dispatch(args, caps_, on_device);
   if (started.ok()) {
     started_.Add(*started);  // Skips ones already done.
@@ -424,13 +428,7 @@ absl::Status Communicator::RunCollective(CollectiveArgs& args,
       PrepareCollective(args, options, &on_device, &start_ns));
   const CollectiveTelemetry::Ticket ticket =
       telemetry_->Queue(args, size_, start_ns);
-  if (options_.check_level == CheckLevel::kFingerprint && size_ > 1) {
-    if (absl::Status agreed = CheckAgreement(args); !agreed.ok()) {
-      telemetry_->Refused(ticket, agreed);
-      (*on_failure_)(agreed);
-      return agreed;
-    }
-  }
+  RELAY_RETURN_IF_ERROR(CheckAgreementIfAsked(args, ticket));
   absl::Status status;
   if (!on_device && !WantsNative(args, caps_)) {
     // relay's algorithm on host memory: the engine may run it on this

@@ -274,6 +274,10 @@ class Communicator {
   // CheckLevel::kFingerprint: every rank's fingerprint of `args` through the
   // store, compared.
   absl::Status CheckAgreement(const CollectiveArgs& args);
+  // CheckAgreement where the fingerprint check is on; a refusal becomes
+  // the call's recorded outcome and aborts the communicator.
+  absl::Status CheckAgreementIfAsked(
+      const CollectiveArgs& args, const CollectiveTelemetry::Ticket& ticket);
   // Split's first step: every rank's (color, key), as 2 * size integers, by
   // an all_gather, or through the store where the transport moves no host
   // memory.

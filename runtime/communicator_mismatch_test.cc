@@ -56,22 +56,30 @@ std::vector<absl::Status> RunWithOddRank(
   return out;
 }
 
-TEST(LoopbackMismatchTest, EveryKindOfMismatchFailsEveryRankNamingIt) {
-  const Call normal;
+// Calls that differ from the default Call in one field each, by name: its
+// kind (with_kind), count, dtype, op.
+std::vector<std::pair<std::string, Call>> OddCalls(bool with_kind) {
   std::vector<std::pair<std::string, Call>> odd;
   Call c;
-  c.kind = CollectiveKind::kAllGather;
-  odd.emplace_back("kind", c);
-  c = normal;
+  if (with_kind) {
+    c.kind = CollectiveKind::kAllGather;
+    odd.emplace_back("kind", c);
+  }
+  c = Call();
   c.count = kCount / 2;
   odd.emplace_back("count", c);
-  c = normal;
+  c = Call();
   c.dtype = DataType::kFloat64;
   odd.emplace_back("dtype", c);
-  c = normal;
+  c = Call();
   c.op = ReduceOp::kMax;
   odd.emplace_back("op", c);
-  for (const auto& [what, call] : odd) {
+  return odd;
+}
+
+TEST(LoopbackMismatchTest, EveryKindOfMismatchFailsEveryRankNamingIt) {
+  const Call normal;
+  for (const auto& [what, call] : OddCalls(/*with_kind=*/true)) {
     const std::vector<absl::Status> got = RunWithOddRank(normal, call);
     std::printf("%s mismatch, rank 0 sees: %s\n", what.c_str(), got[0].ToString().c_str());
     for (int r = 0; r < kRanks; ++r) {
@@ -148,19 +156,9 @@ TEST(LoopbackMismatchTest, RankThatCallsNothingIsNamed) {
 // odd rank's call, instead of returning OK with wrong data.
 TEST(LoopbackMismatchTest, DirectAndShmCatchMismatchesWithoutTheCheck) {
   const Call normal;
-  std::vector<std::pair<std::string, Call>> odd;
-  Call c = normal;
-  c.count = kCount / 2;
-  odd.emplace_back("count", c);
-  c = normal;
-  c.dtype = DataType::kFloat64;
-  odd.emplace_back("dtype", c);
-  c = normal;
-  c.op = ReduceOp::kMax;
-  odd.emplace_back("op", c);
   for (Algorithm algorithm :
        {Algorithm::kAuto, Algorithm::kDirect, Algorithm::kShm}) {
-    for (const auto& [what, call] : odd) {
+    for (const auto& [what, call] : OddCalls(/*with_kind=*/false)) {
       const std::vector<absl::Status> got =
           RunWithOddRank(normal, call, CheckLevel::kNone, algorithm);
       for (int r = 0; r < kRanks; ++r) {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/status_macros.h"
 
 namespace relay {
 namespace {
@@ -145,28 +146,52 @@ const Setting* FindSetting(absl::string_view name) {
 }
 
 std::optional<std::string> GetEnv(const char* name) {
+  // The library's one read of the environment (tools/check_tree.sh).
   const char* value = std::getenv(name);
   if (value == nullptr) return std::nullopt;
   return std::string(value);
 }
 
+namespace {
+
+// A setting's row and value: Internal where the table has no `name` of
+// `kind`; `*value` nullopt where the variable is unset or empty (the
+// caller's default).
+absl::Status Lookup(const char* name, SettingKind kind, const Setting** row,
+                    std::optional<std::string>* value) {
+  *row = Row(name, kind);
+  if (*row == nullptr) return WrongKind(name);
+  *value = GetEnv(name);
+  if (value->has_value() && (*value)->empty()) value->reset();
+  return absl::OkStatus();
+}
+
+// InvalidArgument for `value` of setting `s`: "NAME='value': expected ...".
+absl::Status Malformed(const Setting& s, const std::string& value,
+                       absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      s.name, "='", value, "': expected ", expected, " (", s.description,
+      ")"));
+}
+
+}  // namespace
+
 absl::StatusOr<bool> ReadSwitch(const char* name, bool default_value) {
-  const Setting* s = Row(name, K::kSwitch);
-  if (s == nullptr) return WrongKind(name);
-  const std::optional<std::string> value = GetEnv(name);
-  if (!value.has_value() || value->empty()) return default_value;
+  const Setting* s;
+  std::optional<std::string> value;
+  RELAY_RETURN_IF_ERROR(Lookup(name, K::kSwitch, &s, &value));
+  if (!value.has_value()) return default_value;
   if (*value == "1") return true;
   if (*value == "0") return false;
-  return absl::InvalidArgumentError(absl::StrCat(
-      name, "='", *value, "' is neither 1 nor 0 (", s->description,
-      " Unset: ", default_value ? "1" : "0", ")"));
+  return Malformed(*s, *value,
+                   absl::StrCat("1 or 0; unset, ", default_value ? 1 : 0));
 }
 
 absl::StatusOr<uint64_t> ReadCount(const char* name, uint64_t default_value) {
-  const Setting* s = Row(name, K::kCount);
-  if (s == nullptr) return WrongKind(name);
-  const std::optional<std::string> value = GetEnv(name);
-  if (!value.has_value() || value->empty()) return default_value;
+  const Setting* s;
+  std::optional<std::string> value;
+  RELAY_RETURN_IF_ERROR(Lookup(name, K::kCount, &s, &value));
+  if (!value.has_value()) return default_value;
   // Digits only: SimpleAtoi alone takes a sign and surrounding spaces.
   bool digits = true;
   for (char c : *value) {
@@ -176,41 +201,35 @@ absl::StatusOr<uint64_t> ReadCount(const char* name, uint64_t default_value) {
   if (!digits || !absl::SimpleAtoi(*value, &parsed) ||
       static_cast<double>(parsed) < s->min ||
       static_cast<double>(parsed) > s->max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "='", *value, "' is not a whole number ",
-                     Range(*s), " (", s->description, ")"));
+    return Malformed(*s, *value, absl::StrCat("a whole number ", Range(*s)));
   }
   return parsed;
 }
 
 absl::StatusOr<absl::Duration> ReadSeconds(const char* name,
                                            absl::Duration default_value) {
-  const Setting* s = Row(name, K::kSeconds);
-  if (s == nullptr) return WrongKind(name);
-  const std::optional<std::string> value = GetEnv(name);
-  if (!value.has_value() || value->empty()) return default_value;
+  const Setting* s;
+  std::optional<std::string> value;
+  RELAY_RETURN_IF_ERROR(Lookup(name, K::kSeconds, &s, &value));
+  if (!value.has_value()) return default_value;
   double seconds = 0;
   if (!absl::SimpleAtod(*value, &seconds) || !std::isfinite(seconds) ||
       seconds < s->min || seconds > s->max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, "='", *value, "': expected seconds, ", Range(*s),
-                     " (", s->description, ")"));
+    return Malformed(*s, *value, absl::StrCat("seconds, ", Range(*s)));
   }
   return absl::Seconds(seconds);
 }
 
 absl::StatusOr<std::string> ReadChoice(const char* name,
                                        absl::string_view default_value) {
-  const Setting* s = Row(name, K::kChoice);
-  if (s == nullptr) return WrongKind(name);
-  const std::optional<std::string> value = GetEnv(name);
-  if (!value.has_value() || value->empty()) return std::string(default_value);
+  const Setting* s;
+  std::optional<std::string> value;
+  RELAY_RETURN_IF_ERROR(Lookup(name, K::kChoice, &s, &value));
+  if (!value.has_value()) return std::string(default_value);
   for (absl::string_view choice : absl::StrSplit(s->choices, '|')) {
     if (*value == choice) return *value;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      name, "='", *value, "': expected one of ", Range(*s), " (",
-      s->description, ")"));
+  return Malformed(*s, *value, absl::StrCat("one of ", Range(*s)));
 }
 
 absl::StatusOr<std::optional<std::string>> ReadText(const char* name) {

@@ -21,6 +21,14 @@
 namespace relay {
 namespace {
 
+// RELAY_FLIGHT_RECORDER_DIR, or "" where it is unset (a communicator
+// checked it when it was made).
+std::string RecorderDirectory() {
+  absl::StatusOr<std::optional<std::string>> dir =
+      ReadText("RELAY_FLIGHT_RECORDER_DIR");
+  return dir.ok() && dir->has_value() ? **dir : std::string();
+}
+
 struct Registered {
   std::weak_ptr<FlightRecorder> recorder;
   int rank = 0;
@@ -53,8 +61,7 @@ void OnSignal(int) {
 // Starts the dumping thread and installs the handler, once.
 bool Install(Registry& r) {
   static const bool installed = [&r] {
-    const std::optional<std::string> dir = GetEnv("RELAY_FLIGHT_RECORDER_DIR");
-    if (!dir.has_value() || dir->empty()) return false;
+    if (RecorderDirectory().empty()) return false;
     int fds[2];
     if (pipe(fds) != 0) return false;
     r.pipe_write = fds[1];
@@ -100,10 +107,10 @@ void UnregisterForSignalDump(uint64_t handle) {
 
 bool WriteFlightRecordToDirectory(const FlightRecorder* recorder, int rank,
                                   int size, const std::string& reason) {
-  const std::optional<std::string> dir = GetEnv("RELAY_FLIGHT_RECORDER_DIR");
-  if (recorder == nullptr || !dir.has_value() || dir->empty()) return false;
+  const std::string dir = RecorderDirectory();
+  if (recorder == nullptr || dir.empty()) return false;
   const absl::Status s = WriteTextFile(
-      absl::StrCat(*dir, "/relay_flight_rank", rank, ".json"),
+      absl::StrCat(dir, "/relay_flight_rank", rank, ".json"),
       recorder->ToJson(rank, size, reason));
   if (!s.ok()) {
     std::fprintf(stderr, "relay: flight recorder: %s\n",

@@ -55,15 +55,20 @@ absl::Status CheckedRing(Communicator& c) {
   if (c.size() < 2) return absl::OkStatus();
   const int next = (c.rank() + 1) % c.size();
   const int prev = (c.rank() + c.size() - 1) % c.size();
-  std::vector<int32_t> out(300, c.rank()), in(300, -1);
+  // Every element differs, and from every other rank's.
+  std::vector<int32_t> out(300), in(300, -1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = c.rank() * 1000 + static_cast<int32_t>(i);
+  }
   const P2POp ops[] = {P2POp::Send(ConstBuffer::Of(out), next, 9),
                        P2POp::Recv(Buffer::Of(in), prev, 9)};
   RELAY_ASSIGN_OR_RETURN(Request r, c.BatchSendRecv(ops));
   RELAY_RETURN_IF_ERROR(r.Wait());
-  for (int32_t v : in) {
-    if (v != prev) {
-      return absl::InternalError(absl::StrCat("ring received ", v, ", expected ",
-                                              prev));
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int32_t want = prev * 1000 + static_cast<int32_t>(i);
+    if (in[i] != want) {
+      return absl::InternalError(absl::StrCat("ring element ", i, " is ",
+                                              in[i], ", expected ", want));
     }
   }
   return absl::OkStatus();

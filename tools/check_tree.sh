@@ -5,7 +5,8 @@
 # "PASS check_tree" or "FAIL check_tree" with one line per problem:
 #   - library code (runtime/, collectives/, transports/, embed/, relay.*)
 #     reads the environment only through runtime/config.cc (no getenv
-#     elsewhere; tests, testing/, bench/ and tools/ are exempt);
+#     elsewhere, and RELAY_* settings through its typed readers, not
+#     GetEnv; tests, testing/, bench/ and tools/ are exempt);
 #   - README.md stays a front door: at most 200 lines;
 #   - the library's comments, README.md and docs/*.md read as a product, not
 #     a work log: no dated results (2026-11-27), no "session N", no
@@ -28,6 +29,11 @@ while IFS= read -r hit; do
   problems+=("getenv outside runtime/config.cc: $hit")
 done < <(library_sources | grep -v '^runtime/config.cc$' |
            xargs grep -nE '\bgetenv *\(' 2>/dev/null)
+# A RELAY_* setting goes through the table's typed readers, not GetEnv.
+while IFS= read -r hit; do
+  problems+=("a RELAY_* setting read with GetEnv: $hit")
+done < <(library_sources | grep -v '^runtime/config.cc$' |
+           xargs grep -nE 'GetEnv\("RELAY_' 2>/dev/null)
 
 lines=$(wc -l < README.md)
 ((lines <= 200)) || problems+=("README.md has $lines lines (at most 200)")
