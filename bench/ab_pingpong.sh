@@ -32,10 +32,10 @@
 # Besides each side's median, prints each side's median difference from
 # the first SPEC within the same round (the VM moves both sides of a round
 # together), with a 95% bootstrap interval of that median
-# (bench/intervals.py), and each side's difference from a perftest side
+# (bench/relaybench), and each side's difference from a perftest side
 # the same way.
 #
-# Example (the progress thread's cost, 2026-11-25):
+# Example (what the progress thread costs):
 #   bazel build -c opt //bench:pingpong
 #   bench/ab_pingpong.sh --switches thread=bazel-bin/bench/pingpong \
 #     nothread=bazel-bin/bench/pingpong,RELAY_UCX_PROGRESS_THREAD=0
@@ -138,7 +138,7 @@ done
 echo "# $UCX_TLS, $bytes, $iters round trips a run, $rounds alternating rounds"
 PYTHONPATH=bench python3 - "$results" <<'EOF'
 import collections, statistics, sys
-from intervals import median_interval as interval
+from relaybench.stats import median_interval as interval
 lat, cs, order = collections.defaultdict(list), collections.defaultdict(list), []
 for line in open(sys.argv[1]):
     name, value, switches = line.split()

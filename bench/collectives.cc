@@ -110,14 +110,7 @@ struct Flags {
   double factor = 2;
   int iters = 20, warmup = 5, ranks = 4, root = 0;
   bool ranks_given = false, transport_given = false;
-  bool launched = false;  // --bind auto pins ranks, except over nccl: NCCL's proxy and helper threads
-// inherit the CPU mask of the thread that creates the communicator, and
-// pinned to the rank's one core they added ~10 us to every call on 2 H200s
-// (bench/results/2026-11-22-nccl-transport-2xh200.md). Unpinned, NCCL
-// places its threads near the GPU itself.
-bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
-
-// This process is one rank of a launched job.
+  bool launched = false;  // This process is one rank of a launched job.
   int local_rank = 0, local_size = 0;
   bool check = true;
   std::string transport = "loopback";
@@ -563,9 +556,8 @@ int Finish(const Flags& f, const std::vector<bench::Reporter>& reporters,
 
 // --bind auto pins ranks, except over nccl: NCCL's proxy and helper threads
 // inherit the CPU mask of the thread that creates the communicator, and
-// pinned to the rank's one core they added ~10 us to every call on 2 H200s
-// (bench/results/2026-11-22-nccl-transport-2xh200.md). Unpinned, NCCL
-// places its threads near the GPU itself.
+// pinned to the rank's one core they added about 10 us to every call on
+// 2 H200s. Unpinned, NCCL places its threads near the GPU itself.
 bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
 
 // This process is one rank of a launched job.

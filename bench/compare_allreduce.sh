@@ -1,72 +1,84 @@
 #!/usr/bin/env bash
 # File: bench/compare_allreduce.sh
 #
-# The foundation issue's comparison, in one run: relay's all_reduce on the
-# loopback transport against Open MPI's MPI_Allreduce (its default and every
-# tuned algorithm, to find its best per size), float32 sum, 8 B to 64 MB, for
-# 2 and 4 ranks on this machine. Writes the raw outputs and a Markdown table
-# of ratios to OUT_DIR (default bench/results/<date>-allreduce-vs-mpi).
+# relay's all_reduce against its CPU peers on this host, side by side in
+# alternating rounds (bench/relaybench), float32 sum, one folder of runs and
+# one Markdown table per world size:
+#   --transport loopback  relay's ranks as threads against Open MPI's
+#                         MPI_Allreduce (every tuned algorithm; the best
+#                         one per size and round)
+#   --transport ucx       relay's ranks as processes over UCX (started by
+#                         tools/relayrun, UCX_TLS=shm,self unless
+#                         RELAY_UCX_TLS says) against Open MPI and Gloo
+#                         (each algorithm in GLOO_ALGS; the best per size)
 #
-# Example:
-#   bench/compare_allreduce.sh                 # full run, a few minutes
-#   NP="2" ITERS=10 ROUNDS=1 bench/compare_allreduce.sh /tmp/quick
-#   MAX_BYTES=1K ITERS=20000 WARMUP=2000 bench/compare_allreduce.sh /tmp/small
-#       # small messages only, timed over enough calls to reach steady state
-#       # (2,000 calls of 0.4 us end within FastNow's 10 ms calibration and
-#       # before waits settle; Open MPI too reads 0.42 us there, 0.24 here)
-#   MIN_BYTES=1M bench/compare_allreduce.sh /tmp/large   # 1 MB to 64 MB
-#
-# The machines are noisy: relay and Open MPI run alternately, ROUNDS times
-# (default 3), and the table takes each side's median per size.
+# Usage: bench/compare_allreduce.sh [--transport loopback|ucx] [OUT_DIR]
+# Environment (defaults): NP ("2 4"), ROUNDS (3), ITERS (20), WARMUP (5),
+#   MIN_BYTES (8), MAX_BYTES (64M), GLOO_ALGS ("ring ring_chunked
+#   halving_doubling"; Debian's Gloo aborts in bcube at 4 processes from
+#   256 KB, so it is left out unless named)
+# Examples:
+#   bench/compare_allreduce.sh /tmp/loopback
+#   NP=2 ROUNDS=1 ITERS=10 bench/compare_allreduce.sh --transport ucx /tmp/quick
+#   MIN_BYTES=1M bench/compare_allreduce.sh --transport ucx /tmp/large
+# Writes OUT_DIR/npN/ (every run, rounds.txt: host, commit, commands) and
+# OUT_DIR/README.md (the tables); exits 1 if any run found wrong elements.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out="${1:-bench/results/$(date +%Y-%m-%d)-allreduce-vs-mpi}"
+transport=loopback
+if [[ "${1:-}" == --transport ]]; then
+  transport="${2:?--transport needs loopback or ucx}"
+  shift 2
+fi
+case "$transport" in
+  loopback|ucx) ;;
+  *) echo "compare_allreduce.sh: --transport is loopback or ucx, not $transport" >&2; exit 2 ;;
+esac
+out="${1:-/tmp/relay-allreduce-$transport-$(date +%Y%m%d-%H%M%S)}"
 nps="${NP:-2 4}"
-iters="${ITERS:-20}"
-min_bytes="${MIN_BYTES:-8}"
-max_bytes="${MAX_BYTES:-64M}"
-warmup="${WARMUP:-5}"
 rounds="${ROUNDS:-3}"
-sweep=(-b "$min_bytes" -e "$max_bytes" -f 2 -n "$iters" -w "$warmup")
+tls="${RELAY_UCX_TLS:-shm,self}"
+gloo_algs="${GLOO_ALGS-ring ring_chunked halving_doubling}"
+sweep="-b ${MIN_BYTES:-8} -e ${MAX_BYTES:-64M} -f 2 -n ${ITERS:-20} -w ${WARMUP:-5}"
+
+targets=(//bench:collectives //bench/peers:mpi_collectives)
+[[ $transport == ucx ]] && targets+=(//bench/peers:gloo_allreduce)
+bazel build -c opt "${targets[@]}" >&2
+bin="$(mktemp -d)"
+trap 'rm -rf "$bin"' EXIT
+cp -f bazel-bin/bench/collectives "$bin/"
+[[ $transport == ucx ]] && cp -f bazel-bin/bench/peers/gloo_allreduce "$bin/"
+
 mkdir -p "$out"
-
-bazel build //bench:collectives //bench/peers:mpi_collectives >&2
-relay_bin="$(mktemp)"
-cp -f bazel-bin/bench/collectives "$relay_bin"
-chmod +x "$relay_bin"
-trap 'rm -f "$relay_bin"' EXIT
-
-{
-  echo "# all_reduce: relay loopback vs Open MPI"
-  echo
-  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/{print $2}') GiB"
-  echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-  echo "- command: bench/compare_allreduce.sh (NP=\"$nps\" ITERS=$iters WARMUP=$warmup ROUNDS=$rounds MIN_BYTES=$min_bytes MAX_BYTES=$max_bytes)"
-  echo "- relay: bench/collectives --collective all_reduce ${sweep[*]}"
-  echo "- Open MPI: bench/peers/run_mpi_allreduce.sh --best ${sweep[*]} (algorithm 0 = default rules)"
-  echo
-  echo "Each figure is the median over the rounds of the better of out-of-place"
-  echo "and in-place. Open MPI's \"best\" is, per size, its best tuned algorithm"
-  echo "(coll_tuned_allreduce_algorithm 0-6; 0 = its default decision rules)."
-} > "$out/README.md"
-
+echo "# all_reduce on $transport: relay against its peers" > "$out/README.md"
+status=0
 for np in $nps; do
-  for ((r = 1; r <= rounds; r++)); do
-    echo "== round $r: relay, $np ranks" >&2
-    "$relay_bin" --collective all_reduce --ranks "$np" "${sweep[@]}" \
-      --json "$out/relay_np${np}_r$r.json" > "$out/relay_np${np}_r$r.txt"
-    echo "== round $r: Open MPI, $np processes" >&2
-    bench/peers/run_mpi_allreduce.sh --best --np "$np" "${sweep[@]}" \
-      --json "$out/mpi_np${np}_r$r.json" > "$out/mpi_np${np}_r$r.txt"
-  done
+  sides=()
+  if [[ $transport == loopback ]]; then
+    sides+=("relay=$bin/collectives --collective all_reduce --ranks $np $sweep --json {out}.json")
+  else
+    sides+=("relay=UCX_TLS=$tls tools/relayrun -n $np --no-prefix -- $bin/collectives \
+--collective all_reduce --transport ucx $sweep --json {out}.json")
+  fi
+  # run_mpi_allreduce.sh --best writes one {out}.algK.json per algorithm.
+  sides+=("mpi=bench/peers/run_mpi_allreduce.sh --best --np $np $sweep --json {out}.json")
+  if [[ $transport == ucx && -n "$gloo_algs" ]]; then
+    # A Gloo algorithm that fails (Debian's Gloo aborts now and then with
+    # "Connection closed by peer") is noted on stderr and left out.
+    sides+=("gloo=for a in $gloo_algs; do tools/relayrun -n $np --no-prefix -- \
+$bin/gloo_allreduce --algorithm \$a $sweep --json {out}.\$a.json \
+|| echo \"gloo \$a failed\" >&2; done")
+  fi
+  PYTHONPATH=bench python3 -m relaybench rounds --keep-going --rounds "$rounds" \
+    --out "$out/np$np" "${sides[@]}"
   {
     echo
     echo "## $np ranks"
     echo
-    bench/compare_allreduce.py --relay "$out"/relay_np${np}_r*.json \
-      --mpi "$out"/mpi_np${np}_r*.alg*.json
+    PYTHONPATH=bench python3 -m relaybench table "$out/np$np" --side relay \
+      --intervals || status=$?
   } >> "$out/README.md"
 done
 cat "$out/README.md"
+exit "$status"

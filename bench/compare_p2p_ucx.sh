@@ -4,8 +4,8 @@
 # Point-to-point through relay's Transport interface (bench/pingpong, two
 # processes under tools/relayrun, transport ucx) against UCX's own
 # ucx_perftest (tag_lat, tag_bw) with the same UCX_TLS, size by size, in one
-# run. Writes the raw outputs and a Markdown table to OUT_DIR (default
-# bench/results/<date>-p2p-ucx-vs-perftest).
+# run. Writes the raw outputs and a Markdown table to OUT_DIR (default a
+# new folder under /tmp).
 #
 # Example:
 #   bench/compare_p2p_ucx.sh
@@ -17,29 +17,23 @@
 # by Debian's UCX_ALLOC_PRIO): real pages, like pingpong's filled vectors.
 # Do not set UCX_ALLOC_PRIO=heap here: perftest never writes its buffers,
 # and untouched heap pages all map the kernel's zero page, so that times
-# copies out of one cached page (63-70 us at 1 MB against 84-97;
-# bench/results/2026-11-25-perftest-buffer-allocation.md).
+# copies out of one cached page (about 25% faster at 1 MB than real
+# pages).
 #
 # pingpong's latency loop is perftest's own (PATTERN, default perftest:
 # each receive posted before waiting for the send before it), so both
-# tools time the same exchange. Records before 2026-11-26 15:03 UTC used
-# pingpong's blocking loop, the only one then; 2026-11-26's used perftest's
-# (pingpong's default by mistake, documented as blocking).
+# tools time the same exchange.
 #
 # Latency is half the round trip (both tools). Bandwidth is one-way with
 # WINDOW (default 32, tag_bw's own default) messages in flight on both
 # tools, in perftest's loop under PATTERN=perftest: a sliding window of
 # sends, a window of posted receives, one acknowledgement at the end.
-# Records made before WINDOW was added (2026-11-26) timed pingpong's osu_bw-style loop
-# instead (windows of 16 sends in one batch, each acknowledged) against
-# perftest's sliding 32: not the same exchange, and at 4 MB the windowed
-# loop's rounds spread from 5 to 11 GB/s on this VM where perftest's
-# stayed at 10.4-11.7. Each figure is the median of ROUNDS (default 3)
+# Each figure is the median of ROUNDS (default 3)
 # alternating runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out="${1:-bench/results/$(date +%Y-%m-%d)-p2p-ucx-vs-perftest}"
+out="${1:-/tmp/relay-p2p-ucx-vs-perftest-$(date +%Y%m%d-%H%M%S)}"
 tls="${RELAY_UCX_TLS:-shm,self}"
 rounds="${ROUNDS:-3}"
 pattern="${PATTERN:-perftest}"

@@ -6,7 +6,7 @@
 // NCCL transport does around its CUDA calls is not in it). Prints ns per
 // call of Communicator::AllReduce on an 8-element "device" buffer, best of
 // several rounds, so the communicator's share of the time relay adds to a
-// small NCCL call (issue 4: at most 1 us) can be measured on any machine.
+// small NCCL call can be measured on any machine.
 //
 // Usage: bazel run -c opt //bench:native_call_cost -- [CALLS] [ROUNDS]
 #include <algorithm>

@@ -56,7 +56,7 @@ constexpr char kUsage[] = R"(usage: pingpong [flags]
                      send before it, as ucx_perftest tag_lat does, so a
                      reply always meets a posted receive (no difference the
                      2-core VM could resolve at 8 B, 32 KB or 256 KB over
-                     UCX shm, 2026-11-26).
+                     UCX shm).
                      Bandwidth: blocking sends windows of --window messages
                      in one batch, each window acknowledged (osu_bw);
                      perftest keeps --window sends in flight, posting the
@@ -153,8 +153,7 @@ absl::Status Wait(absl::StatusOr<Request> r) {
 // kernel's shared zero page). Alignment matters for the comparison: a
 // rendezvous over CMA pins every page a message touches, and an unaligned
 // 32 KB buffer spans 9 pages instead of 8, which cost relay about 0.2 us a
-// message against perftest's aligned ones
-// (bench/results/2026-11-25-ucx-stand-aside/).
+// message against perftest's aligned ones.
 class PageBuffer {
  public:
   // `sysv`: in a System V shared-memory segment of its own (--memory sysv),

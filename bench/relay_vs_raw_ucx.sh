@@ -5,7 +5,7 @@
 # same processes: runs `pingpong --raw-ucx` (bench/raw_ucx.h) RUNS times
 # under tools/relayrun and prints, per size, the median over the runs of
 # relay's half round trip minus raw UCX's, with a 95% bootstrap interval
-# (bench/intervals.py). Each run alternates blocks of both sides on the
+# (bench/relaybench). Each run alternates blocks of both sides on the
 # same buffers, so the host's phase, the launcher and the pages cancel out;
 # what stays apart across runs is noise, which the median over runs damps.
 #
@@ -13,8 +13,7 @@
 # THREAD=1: after a block of relay's round trips it lingers for 20 ms,
 # waking every 100 us to poll (transports/ucx/ucx_transport.cc,
 # ProgressLoop), and on 2 cores those wake-ups land on the raw side's
-# blocks. Its own cost on relay's side was measured apart
-# (bench/results/2026-11-27-relayrun-pidfd/).
+# blocks. Measure its own cost on relay's side apart (ab_pingpong.sh).
 #
 # Usage: bench/relay_vs_raw_ucx.sh [--runs N] [--block B] [--iters I]
 #                                  [-b MIN] [-e MAX] [-f FACTOR] PINGPONG
@@ -70,7 +69,7 @@ done
 echo "# $UCX_TLS, progress thread ${RELAY_UCX_PROGRESS_THREAD}, blocks of $block, $runs runs"
 PYTHONPATH=bench python3 - "$rows" <<'PY'
 import collections, statistics, sys
-from intervals import median_interval
+from relaybench.stats import median_interval
 by_size = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     size, relay, raw, diff = line.split()

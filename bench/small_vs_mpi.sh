@@ -7,7 +7,7 @@
 # best at these sizes), at each size and world size, in alternating rounds
 # (bench/ab_latency.sh), then the table of each side's median and relay's
 # paired ratio to each MPI side and to the faster MPI side of each round,
-# each with a 95% bootstrap interval (bench/paired_table.py).
+# each with a 95% bootstrap interval (`python3 -m relaybench latency`).
 #
 # Usage: bench/small_vs_mpi.sh [--rounds R] [--iters I] [--ranks "2 4"]
 #                              [--sizes "8 64 256 1024"] [--out FILE] BIN
@@ -72,4 +72,4 @@ for ranks in $ranks_list; do
   done
 done
 echo "# raw output: $out" >&2
-"$here/paired_table.py" "$out"
+PYTHONPATH="$here" python3 -m relaybench latency "$out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The UCX half of issue 5's kill target: RUNS jobs of 4 to 8 processes over
+# Kill recovery over UCX: RUNS jobs of 4 to 8 processes over
 # UCX, each looping over all_reduces with a 60 s timeout, one seeded rank
 # (any rank, the store's host included) SIGKILLed at a seeded all_reduce.
 # A run passes when relayrun exits 137 naming the dead rank and every

@@ -8,7 +8,8 @@
 #     elsewhere, and RELAY_* settings through its typed readers, not
 #     GetEnv; tests, testing/, bench/ and tools/ are exempt);
 #   - README.md stays a front door: at most 200 lines;
-#   - the library's comments, README.md and docs/*.md read as a product, not
+#   - the library's comments, the bench/ drivers and scripts (not
+#     bench/baselines/), README.md and docs/*.md read as a product, not
 #     a work log: no dated results (2026-11-27), no "session N", no
 #     "issue N", no bench/results/ paths. History lives in docs/design/ and
 #     figures in bench/baselines/;
@@ -42,6 +43,10 @@ log_pattern='20[0-9][0-9]-[01][0-9]-[0-3][0-9]|[Ss]ession [0-9]+|[Ii]ssue [0-9]+
 while IFS= read -r hit; do
   problems+=("work log in a comment: $hit")
 done < <(library_sources | xargs grep -nE "//.*($log_pattern)" 2>/dev/null)
+while IFS= read -r hit; do
+  problems+=("work log in bench/: $hit")
+done < <(git ls-files -- bench ':!bench/baselines' |
+           grep -E '\.(cc|h|cu|sh|py)$|BUILD\.bazel$' | xargs grep -nE "$log_pattern" 2>/dev/null)
 while IFS= read -r hit; do
   problems+=("work log in the docs: $hit")
 done < <(grep -nE "$log_pattern" README.md docs/*.md 2>/dev/null)

@@ -2,11 +2,9 @@
 // native collective, against raw NCCL in the same process, on the same
 // GPUs and stream, in the same seconds.
 //
-// Why another harness: nccl_latency.sh runs raw NCCL and relay as separate
-// programs one after the other, and on the shared GPU hosts a program's
-// time per call moves by 1-2 us from one run to the next
-// (bench/results/2026-11-26-nccl-latency-watchdog-h100), more than the
-// 1 us issue 4 allows relay. Here one thread per GPU holds both a raw NCCL
+// Why another harness: on the shared GPU hosts a program's time per call
+// moves by 1-2 us from one run to the next, more than the time relay adds,
+// so separate programs run one after the other cannot measure it. Here one thread per GPU holds both a raw NCCL
 // communicator and a relay communicator over the NCCL transport, and
 // alternates blocks of CALLS calls between them, ROUNDS times per size.
 // A third side is raw NCCL plus one cudaEventRecord after every call, the

@@ -41,10 +41,13 @@ for t in "${targets[@]}"; do
   chmod u+w "$out/$(basename "$path")"
 done
 cp -f tools/relayrun bench/gpu/gpu_env.sh bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
-  bench/gpu/compare_nccl.py \
-  bench/gpu/ring_over_nccl.sh bench/gpu/loopback_on_gpus.sh bench/plot_busbw.py bench/report_rows.py \
+  bench/gpu/loopback_on_gpus.sh \
   bench/gpu/torch_vs_nccl.sh bench/torch_allreduce.py examples/ddp_train.py \
   embed/torch/backend_cuda_test.py "$out/"
+rm -rf "$out/relaybench"
+mkdir -p "$out/relaybench"
+cp -f bench/relaybench/*.py "$out/relaybench/"
+rm -f "$out/relaybench/relaybench_test.py"
 # The torch extension is compiled on the GPU host against its torch.
 embed/torch/pack_for_host.sh "$out/torch"
 echo "built into $out/: $(ls "$out" | tr '\n' ' ')"

@@ -6,8 +6,10 @@
 # runs the raw-NCCL harness (bench/peers/nccl_collectives, one thread per
 # GPU) and relay's bench/collectives --transport nccl (ranks as threads, one
 # GPU each; once passing no stream, once each rank's own stream) over the
-# same sweep, alternating ROUNDS times, then writes the
-# per-size ratios (compare_nccl.py) and a busbw plot (plot_busbw.py).
+# same sweep, in alternating rounds (bench/relaybench), then writes the
+# per-size ratios (best of rounds on each side) to OUT_DIR/ratio_C.md and
+# busbw and time against size to OUT_DIR/plot.svg; the runs are in
+# OUT_DIR/C/. Exits 1 if any run found wrong elements.
 #
 # Usage: compare_nccl.sh OUT_DIR [MAX_SIZE] [ROUNDS] [COLLECTIVES]
 #   defaults: 1G, 2, "all_reduce all_gather reduce_scatter"
@@ -32,32 +34,23 @@ sweep=(-b "${MIN_SIZE:-8}" -e "$max" -f 2 -n 20 -w 5)
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds (round 1 checked)"
 } | tee "$out/environment.txt"
 for c in $collectives; do
-  for round in $(seq 1 "$rounds"); do
-    # Results are checked in the first round (checking 1 GB rows on the
-    # host takes longer than timing them).
-    check=$([ "$round" = 1 ] && echo 1 || echo 0)
-    echo "== $(date -u +%T) $c round $round: raw NCCL" >&2
-    "$here/nccl_collectives" "${sweep[@]}" -c "$check" -t 1 --collective "$c" \
-      --json "$out/raw_${c}_$round.json" >"$out/raw_${c}_$round.txt"
-    variants=""
-    for stream in ${STREAMS:-default own}; do
-      variant=relay; [ "$stream" = own ] && variant=relay-own-stream
-      variants="$variants $variant"
-      echo "== $(date -u +%T) $c round $round: $variant" >&2
-      "$here/collectives" "${sweep[@]}" -c "$check" --transport nccl --ranks "$gpus" \
-        --cuda-stream "$stream" --collective "$c" \
-        --json "$out/${variant}_${c}_$round.json" >"$out/${variant}_${c}_$round.txt"
-    done
-    if [ "${RING:-1}" = 1 ]; then
-      variants="$variants relay-ring"
-      echo "== $(date -u +%T) $c round $round: relay-ring" >&2
-      "$here/collectives" "${sweep[@]}" -c "$check" --transport nccl --ranks "$gpus" \
-        --algorithm ring --collective "$c" \
-        --json "$out/relay-ring_${c}_$round.json" >"$out/relay-ring_${c}_$round.txt"
-    fi
+  # Results are checked in the first round (checking 1 GB rows on the host
+  # takes longer than timing them).
+  check='$([ {round} = 1 ] && echo 1 || echo 0)'
+  sides=("raw=$here/nccl_collectives ${sweep[*]} -c $check -t 1 --collective $c --json {out}.json")
+  for stream in ${STREAMS:-default own}; do
+    variant=relay; [ "$stream" = own ] && variant=relay-own-stream
+    sides+=("$variant=$here/collectives ${sweep[*]} -c $check --transport nccl --ranks $gpus \
+--cuda-stream $stream --collective $c --json {out}.json")
   done
-  python3 "$here/compare_nccl.py" "$c" "$out" "$rounds" $variants \
-    | tee "$out/ratio_$c.md"
+  if [ "${RING:-1}" = 1 ]; then
+    sides+=("relay-ring=$here/collectives ${sweep[*]} -c $check --transport nccl --ranks $gpus \
+--algorithm ring --collective $c --json {out}.json")
+  fi
+  PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
+  PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \
+    | tee "$out/ratio_$c.md" || status=1
 done
-python3 "$here/plot_busbw.py" "$out" "$out/busbw.svg" $collectives
+PYTHONPATH="$here" python3 -m relaybench plot "$out/plot.svg" $(printf "$out/%s " $collectives)
 echo "wrote $out"
+exit "${status:-0}"

@@ -1,7 +1,7 @@
 # File: bench/gpu/gpu_env.sh
 #
-# Sourced by the GPU host scripts (compare_nccl.sh, nccl_latency.sh,
-# ring_over_nccl.sh, torch_vs_nccl.sh): the environment every run keeps and
+# Sourced by the GPU host scripts (run_checks.sh, compare_nccl.sh,
+# loopback_on_gpus.sh, torch_vs_nccl.sh): the environment every run keeps and
 # the GPU count it uses.
 #   - NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and its PyTorch and
 #     NVSHMEM counterparts): on shared hosts it can take the GPUs out of

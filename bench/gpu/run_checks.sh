@@ -31,7 +31,7 @@ check() {  # name, command...
 check device_reduce_test "$here/device_reduce_test"
 check nccl_transport_test "$here/nccl_transport_test"
 check loopback_device_test "$here/loopback_device_test"
-# Issue 4's overlap example on every GPU: the values checked after every
+# The overlap example on every GPU: the values checked after every
 # step, with no device-wide synchronize.
 check overlap_streams "$here/overlap_streams" --steps 20
 for n in 2 "$gpus"; do

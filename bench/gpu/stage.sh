@@ -18,7 +18,7 @@
 # Example:
 #   bench/gpu/build.sh gpu_bin
 #   bench/gpu/stage.sh gpu_run nccl_transport_test collectives \
-#     nccl_collectives gpu_env.sh ring_over_nccl.sh compare_nccl.py
+#     nccl_collectives gpu_env.sh compare_nccl.sh
 #   (then run with carry ["gpu_run"]; keep gpu_run/ in .git/info/exclude)
 set -euo pipefail
 from=gpu_bin
@@ -43,8 +43,8 @@ if [ ${#files[@]} -eq 0 ]; then
 fi
 # And what they use beside them, to the end: a script's "$here/NAME"
 # (the built folder's files it runs or reads) and a Python script's
-# imports of the folder's modules. (A lease that staged compare_nccl.py
-# without report_rows.py, which it imports, lost its ring ratios.)
+# imports of the folder's modules; the relaybench package comes with any
+# script that runs it.
 uses() {  # FILE: the names in $from it refers to
   head -c 4 "$from/$1" | grep -q "ELF" && return 0
   { grep -o '\$here/[A-Za-z0-9_.]*' "$from/$1" | sed 's|^\$here/||'
@@ -68,6 +68,9 @@ for f in "${files[@]}"; do
   chmod u+w "$out/$f"
   if head -c 4 "$out/$f" | grep -q "ELF"; then strip "$out/$f"; fi
 done
+if [ -d "$from/relaybench" ] && grep -lq "relaybench" "${files[@]/#/$from/}" 2>/dev/null; then
+  cp -r "$from/relaybench" "$out/"
+fi
 if [ "$xz" = 1 ]; then
   packed="$(mktemp -d)"
   tar cJf "$packed/bins.tar.xz" -C "$out" .
