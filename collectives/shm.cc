@@ -27,7 +27,7 @@ struct ShmCall {
   size_t count;  // Per rank, as in runtime/collective.h.
 };
 static_assert(std::is_trivially_copyable_v<ShmCall>);
-static_assert(sizeof(ShmCall) <= SlotExchange::kMaxContextBytes);
+static_assert(sizeof(ShmCall) <= kMaxExchangeContextBytes);
 
 const char* At(const void* base, size_t offset_bytes) {
   return static_cast<const char*>(base) + offset_bytes;
@@ -159,7 +159,7 @@ struct PipelineChunk {
   size_t elements;   // In the chunk.
 };
 static_assert(std::is_trivially_copyable_v<PipelineChunk>);
-static_assert(sizeof(PipelineChunk) <= SlotExchange::kMaxContextBytes);
+static_assert(sizeof(PipelineChunk) <= kMaxExchangeContextBytes);
 
 // Piece `piece` of `n` of a chunk of `elements`: its first element and
 // length; the first elements % n pieces are one longer.

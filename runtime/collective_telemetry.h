@@ -45,6 +45,14 @@
 
 namespace relay {
 
+// One collective, from CollectiveTelemetry::Queue to its outcome.
+struct CollectiveTicket {
+  uint64_t token = 0;  // Its flight record entry.
+  uint64_t bytes = 0;  // Per rank.
+  int64_t start_ns = 0;  // Unix nanoseconds (FastNowNanos).
+  CollectiveKind kind = CollectiveKind::kBarrier;
+};
+
 class CollectiveTelemetry
     : public std::enable_shared_from_this<CollectiveTelemetry> {
  public:
@@ -53,13 +61,7 @@ class CollectiveTelemetry
       std::shared_ptr<FlightRecorder> recorder,
       std::shared_ptr<CollectiveMetrics> metrics);
 
-  // One collective, from Queue to its outcome.
-  struct Ticket {
-    uint64_t token = 0;  // Its flight record entry.
-    uint64_t bytes = 0;  // Per rank.
-    int64_t start_ns = 0;  // Unix nanoseconds (FastNowNanos).
-    CollectiveKind kind = CollectiveKind::kBarrier;
-  };
+  using Ticket = CollectiveTicket;
   // Records a collective about to be started (queued) at `start_ns` (Unix
   // nanoseconds, FastNowNanos), before anything is sent: a dump taken while
   // it starts, or hangs starting, shows it.

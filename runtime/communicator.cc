@@ -16,8 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/collective_telemetry.h"
 #include "runtime/config.h"
+#include "runtime/failure_monitor.h"
+#include "runtime/fingerprint.h"
 #include "runtime/flight_dump_signal.h"
+#include "runtime/flight_recorder.h"
 #include "runtime/status_macros.h"
 #include "runtime/text_file.h"
 #include "runtime/validate.h"
@@ -387,7 +391,7 @@ Communicator::PrepareCollective(CollectiveArgs& args,
 // Inlined into both callers: every call asks whether the check is on.
 ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status
 Communicator::CheckAgreementIfAsked(const CollectiveArgs& args,
-                                    const CollectiveTelemetry::Ticket& ticket) {
+                                    const CollectiveTicket& ticket) {
   if (options_.check_level != CheckLevel::kFingerprint || size_ == 1) {
     return absl::OkStatus();
   }

@@ -53,16 +53,21 @@
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
-#include "runtime/failure_monitor.h"
-#include "runtime/collective_telemetry.h"
-#include "runtime/fingerprint.h"
-#include "runtime/flight_recorder.h"
+#include "runtime/fingerprint.h"  // CheckLevel.
 #include "runtime/metrics.h"
 #include "runtime/request.h"
 #include "runtime/store.h"
 #include "runtime/transport.h"
 
 namespace relay {
+
+// The communicator's own parts (runtime/collective_telemetry.h,
+// flight_recorder.h, failure_monitor.h): declared only, so that a user's
+// translation unit does not compile them.
+class CollectiveTelemetry;
+class FailureMonitor;
+class FlightRecorder;
+struct CollectiveTicket;
 
 struct CommunicatorOptions {
   // The timeout of every operation that sets none in its options.
@@ -277,7 +282,7 @@ class Communicator {
   // CheckAgreement where the fingerprint check is on; a refusal becomes
   // the call's recorded outcome and aborts the communicator.
   absl::Status CheckAgreementIfAsked(
-      const CollectiveArgs& args, const CollectiveTelemetry::Ticket& ticket);
+      const CollectiveArgs& args, const CollectiveTicket& ticket);
   // Split's first step: every rank's (color, key), as 2 * size integers, by
   // an all_gather, or through the store where the transport moves no host
   // memory.

@@ -51,8 +51,8 @@
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
 #include "runtime/collective.h"
+#include "runtime/exchange_call.h"
 #include "runtime/request.h"
-#include "runtime/slot_exchange.h"
 #include "runtime/store.h"
 #include "runtime/tag.h"
 
@@ -189,7 +189,7 @@ class Transport {
   // more than exchange_bytes). Once every rank's contribution
   // is visible, `finish` runs on this rank with all of them in rank order
   // (its own read from `input.data` where it has one: ExchangeFinishFn)
-  // and a copy of `context` (at most SlotExchange::kMaxContextBytes), then
+  // and a copy of `context` (at most kMaxExchangeContextBytes), then
   // this rank's request completes, whatever the other ranks' requests are
   // doing: the transport keeps the contributions in its own memory, so a
   // rank's buffers are free once its own request is done. An exchange
