@@ -5,6 +5,7 @@
 #include "runtime/bootstrap/environment.h"
 #include "runtime/bootstrap/job_store.h"
 #include "runtime/bootstrap/metrics_server.h"
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
 #include "transports/loopback/loopback_transport.h"
 #include "transports/nccl/nccl_transport.h"
 #if RELAY_WITH_UCX
@@ -26,6 +27,9 @@ TransportRegistry& Transports() {
     // Device memory only: chosen by name ("nccl"), never a host default
     // where another transport is viable.
     r.Register(1, std::make_unique<NcclTransportFactory>()).IgnoreError();
+    // relay's own GPU wiring for ranks on one host: chosen by name
+    // ("cuda_ipc") while it covers all_reduce and barrier only.
+    r.Register(0, std::make_unique<CudaIpcTransportFactory>()).IgnoreError();
     return &r;
   }();
   return *registry;

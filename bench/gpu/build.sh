@@ -32,6 +32,7 @@ targets=(
   //testing:conformance_rank
   //transports/loopback:loopback_device_test
   //transports/nccl:nccl_transport_test
+  //transports/cuda_ipc:cuda_ipc_transport_test
 )
 mkdir -p "$out"
 bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2

@@ -16,7 +16,9 @@
 # STREAMS="default own" (the default) runs relay both ways; STREAMS=default
 # runs only the no-stream variant. RING=1 (the default) also runs relay's own
 # ring algorithm over NCCL point-to-point (variant relay-ring, no stream);
-# RING=0 leaves it out. MIN_SIZE (default 8) is the sweep's first size.
+# RING=0 leaves it out. CUDA_IPC=1 (the default) also runs all_reduce over
+# relay's cuda_ipc transport, a process per GPU under relayrun (variant
+# cuda_ipc); CUDA_IPC=0 leaves it out. MIN_SIZE (default 8) is the sweep's first size.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -46,6 +48,11 @@ for c in $collectives; do
   if [ "${RING:-1}" = 1 ]; then
     sides+=("relay-ring=$here/collectives ${sweep[*]} -c $check --transport nccl --ranks $gpus \
 --algorithm ring --collective $c --json {out}.json")
+  fi
+  if [ "${CUDA_IPC:-1}" = 1 ] && [ "$c" = all_reduce ]; then
+    # relay's own wiring, a process per GPU.
+    sides+=("cuda_ipc=python3 $here/relayrun -n $gpus --no-prefix --timeout 900 -- \
+$here/collectives ${sweep[*]} -c $check --transport cuda_ipc --collective $c --json {out}.json")
   fi
   PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
   PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \

@@ -3,7 +3,8 @@
 #
 # The GPU correctness checks, on a GPU host, from the folder bench/gpu/build.sh
 # filled: the device kernels against the host ones, the NCCL transport's
-# tests with one process for every GPU (threads), the overlap example
+# and cuda_ipc transports' tests with one process for every GPU (threads),
+# cuda_ipc's all_reduce with a process per GPU, the overlap example
 # (examples/overlap_streams), and the conformance suite
 # over NCCL with one process per GPU under relayrun, for 2 GPUs and for all
 # of them. Logs go to OUT_DIR; the last line says how many checks failed.
@@ -31,6 +32,12 @@ check() {  # name, command...
 check device_reduce_test "$here/device_reduce_test"
 check nccl_transport_test "$here/nccl_transport_test"
 check loopback_device_test "$here/loopback_device_test"
+check cuda_ipc_transport_test "$here/cuda_ipc_transport_test"
+# cuda_ipc with ranks as processes (IPC handles between processes): every
+# size's result checked.
+check cuda_ipc_processes python3 "$here/relayrun" -n "$gpus" --no-prefix --timeout 600 \
+  -- "$here/collectives" --transport cuda_ipc --collective all_reduce \
+  -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
 # The overlap example on every GPU: the values checked after every
 # step, with no device-wide synchronize.
 check overlap_streams "$here/overlap_streams" --steps 20

@@ -1,0 +1,608 @@
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
+
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "runtime/config.h"
+#include "runtime/device_runtime.h"
+#include "runtime/status_macros.h"
+#include "runtime/thread_name.h"
+#include "transports/cuda_ipc/ipc_kernels.h"
+
+namespace relay {
+namespace {
+
+using cuda_ipc::AllReduceLaunch;
+using cuda_ipc::IpcOp;
+using cuda_ipc::IpcType;
+using cuda_ipc::kMaxRanks;
+
+// The kernels' enums mirror relay's, value for value.
+static_assert(static_cast<int>(IpcType::kFloat64) ==
+              static_cast<int>(DataType::kFloat64));
+static_assert(static_cast<int>(IpcType::kBfloat16) ==
+              static_cast<int>(DataType::kBfloat16));
+static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg));
+
+constexpr uint64_t kDefaultArenaBytes = 64ull << 20;
+constexpr uint64_t kDefaultOneShotBytes = 256ull << 10;
+// How long the teardown barrier waits for a peer that never comes.
+constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
+// How often the watchdog looks at pending requests.
+constexpr auto kWatchPeriod = std::chrono::microseconds(50);
+
+absl::Status Cuda(cudaError_t e, const char* call) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  cudaGetLastError();  // Clear a non-sticky error.
+  return absl::InternalError(
+      absl::StrCat("cuda_ipc: ", call, ": ", cudaGetErrorString(e)));
+}
+
+// What each rank publishes through the store.
+struct PeerRecord {
+  uint32_t version = 1;
+  int32_t pid = 0;
+  int32_t device = 0;
+  char host[64] = {};
+  char pci_bus_id[32] = {};
+  uint64_t arena_bytes = 0;
+  uint64_t arena_address = 0;  // For a peer thread of the same process.
+  cudaIpcMemHandle_t handle = {};
+};
+
+class IpcRequest;
+
+// What a transport shares with its requests and its watchdog.
+struct Core {
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  uint64_t half_bytes = 0;
+  uint64_t one_shot_bytes = 0;
+  void* arena = nullptr;
+  void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
+  std::vector<void*> opened;     // cudaIpcOpenMemHandle's.
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ready = nullptr;
+  int32_t* barrier_scratch = nullptr;
+  // [0]: abort flag (the host sets it, kernels poll it); [1]: a kernel's
+  // error word (ipc_kernels.h). Host memory mapped into the device.
+  int* host_flags = nullptr;
+  int* device_flags = nullptr;
+
+  std::mutex enqueue_mu;
+  cudaStream_t last_stream = nullptr;  // Guarded by enqueue_mu.
+  cudaEvent_t last_done = nullptr;     // Guarded by enqueue_mu.
+  std::mutex events_mu;
+  std::vector<cudaEvent_t> free_events;  // Guarded by events_mu.
+
+  std::atomic<bool> aborted{false};
+  std::mutex abort_mu;
+  absl::Status abort_reason;  // Guarded by abort_mu.
+
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  std::deque<std::shared_ptr<IpcRequest>> pending;  // Guarded by watch_mu.
+  bool stopping = false;                            // Guarded by watch_mu.
+
+  ~Core();
+  absl::StatusOr<cudaEvent_t> GetEvent() {
+    {
+      std::lock_guard<std::mutex> lock(events_mu);
+      if (!free_events.empty()) {
+        cudaEvent_t e = free_events.back();
+        free_events.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                               "cudaEventCreateWithFlags"));
+    return e;
+  }
+  void PutEvent(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(events_mu);
+    free_events.push_back(e);
+  }
+  absl::Status AbortReason() {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    return abort_reason;
+  }
+  void Abort(absl::Status why);
+  void WatchdogLoop();
+  // The status a finished kernel's error word stands for (OK: none).
+  absl::Status KernelError(const char* what) const;
+};
+
+class IpcRequest final : public RequestState {
+ public:
+  IpcRequest(std::shared_ptr<Core> core, cudaEvent_t done, absl::Time deadline,
+             const char* what)
+      : RequestState(deadline),
+        core_(std::move(core)),
+        done_(done),
+        deadline_(deadline),
+        what_(what) {}
+  ~IpcRequest() override { core_->PutEvent(done_); }
+
+  absl::Status StreamWait(void* cuda_stream) override {
+    if (done() && !status().ok()) return status();
+    return Cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), done_, 0),
+                "cudaStreamWaitEvent");
+  }
+
+  // Completes the request if its kernel has finished; true if done now.
+  bool Check() {
+    if (done()) return true;
+    const cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaErrorNotReady) return false;
+    absl::Status outcome = Cuda(q, "cudaEventQuery");
+    if (outcome.ok()) outcome = core_->KernelError(what_);
+    if (!outcome.ok()) core_->Abort(outcome);
+    Complete(std::move(outcome));
+    return true;
+  }
+  absl::Time deadline() const { return deadline_; }
+  const char* what() const { return what_; }
+
+ protected:
+  bool Progress() override {
+    if (Check()) return true;
+    return !core_->aborted.load(std::memory_order_relaxed);
+  }
+
+ private:
+  const std::shared_ptr<Core> core_;
+  const cudaEvent_t done_;
+  const absl::Time deadline_;
+  const char* const what_;
+};
+
+absl::Status Core::KernelError(const char* what) const {
+  const int word = reinterpret_cast<volatile int*>(host_flags)[1];
+  if (word == 0) return absl::OkStatus();
+  const int peer = cuda_ipc::ErrorPeer(word);
+  if (cuda_ipc::ErrorCode(word) == cuda_ipc::kErrorTimeout) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "cuda_ipc: ", what, ": rank ", rank, " waited past the deadline for rank ",
+        peer, " (it did not reach the same call)"));
+  }
+  return absl::CancelledError(absl::StrCat("cuda_ipc: ", what, ": rank ", rank,
+                                           " gave up waiting for rank ", peer,
+                                           ": the communicator was aborted"));
+}
+
+void Core::Abort(absl::Status why) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mu);
+    if (!abort_reason.ok()) return;
+    abort_reason = why;
+  }
+  aborted.store(true, std::memory_order_release);
+  // Kernels waiting on a peer see it and give up.
+  reinterpret_cast<volatile int*>(host_flags)[0] = 1;
+  std::deque<std::shared_ptr<IpcRequest>> failing;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu);
+    failing.swap(pending);
+  }
+  for (auto& r : failing) r->Complete(why);
+}
+
+void Core::WatchdogLoop() {
+  NameThisThread("relay-cuda-ipc");
+  std::unique_lock<std::mutex> lock(watch_mu);
+  while (true) {
+    watch_cv.wait(lock, [&] { return stopping || !pending.empty(); });
+    if (pending.empty()) return;  // Stopping with nothing left.
+    // Requests finish in posting order (one stream chain).
+    while (!pending.empty() && pending.front()->Check()) pending.pop_front();
+    if (!pending.empty() && absl::Now() > pending.front()->deadline()) {
+      auto late = pending.front();
+      lock.unlock();
+      Abort(absl::DeadlineExceededError(absl::StrCat(
+          "cuda_ipc: ", late->what(), " on rank ", rank,
+          " did not finish before its deadline")));
+      lock.lock();
+      continue;
+    }
+    if (stopping && pending.empty()) return;
+    lock.unlock();
+    std::this_thread::sleep_for(kWatchPeriod);
+    lock.lock();
+  }
+}
+
+Core::~Core() {
+  for (cudaEvent_t e : free_events) cudaEventDestroy(e);
+  for (void* p : opened) cudaIpcCloseMemHandle(p);
+  if (arena != nullptr) cudaFree(arena);
+  if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
+  if (host_flags != nullptr) cudaFreeHost(host_flags);
+  if (ready != nullptr) cudaEventDestroy(ready);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+absl::StatusOr<IpcType> TypeOf(DataType t) {
+  if (!IsValid(t)) return absl::InvalidArgumentError("cuda_ipc: unknown dtype");
+  return static_cast<IpcType>(static_cast<int>(t));
+}
+
+class CudaIpcTransport final : public Transport {
+ public:
+  explicit CudaIpcTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
+    watchdog_ = std::thread([c = core_] { c->WatchdogLoop(); });
+  }
+  ~CudaIpcTransport() override;
+
+  absl::string_view name() const override { return "cuda_ipc"; }
+  int rank() const override { return core_->rank; }
+  int size() const override { return core_->size; }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps;
+    caps.host_memory = false;
+    caps.device_memory = true;
+    caps.native_collectives = true;
+    caps.stream_ordered = true;
+    caps.matches_tags = false;
+    caps.latency_us = 3.0;
+    caps.bandwidth_gbps = 300.0;
+    return caps;
+  }
+  absl::StatusOr<Request> Isend(int, Tag, ConstBuffer, absl::Time) override {
+    return Unsupported("point-to-point");
+  }
+  absl::StatusOr<Request> Irecv(int, Tag, Buffer, absl::Time) override {
+    return Unsupported("point-to-point");
+  }
+  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp>, void*,
+                                    absl::Time) override {
+    return Unsupported("point-to-point");
+  }
+  absl::Status CheckMemory(const ConstBuffer& b, absl::string_view what) const override;
+  absl::StatusOr<Request> Collective(const CollectiveArgs& args) override;
+  void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
+
+ private:
+  static absl::Status Unsupported(absl::string_view what) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cuda_ipc: ", what, " is not implemented yet; use the nccl transport"));
+  }
+  absl::Status EnqueueAllReduce(const void* in, void* out, size_t count,
+                                DataType dtype, ReduceOp op, absl::Time deadline,
+                                cudaStream_t stream);
+  AllReduceLaunch BaseLaunch(absl::Time deadline) const;
+
+  std::shared_ptr<Core> core_;
+  std::thread watchdog_;
+};
+
+CudaIpcTransport::~CudaIpcTransport() {
+  Core& c = *core_;
+  device_runtime::ScopedDevice on_device(c.device);
+  {
+    std::lock_guard<std::mutex> lock(c.enqueue_mu);
+    if (c.last_done != nullptr) cudaStreamWaitEvent(c.stream, c.last_done, 0);
+    if (!c.aborted.load(std::memory_order_acquire)) {
+      // No peer's kernel may touch this rank's arena once it is freed: meet
+      // every peer first (or give up after kTeardownTimeoutNs).
+      AllReduceLaunch l = BaseLaunch(absl::InfiniteFuture());
+      l.timeout_ns = kTeardownTimeoutNs;
+      cuda_ipc::LaunchTeardownBarrier(l, c.stream);
+    }
+    cudaStreamSynchronize(c.stream);
+  }
+  {
+    std::lock_guard<std::mutex> lock(c.watch_mu);
+    c.stopping = true;
+  }
+  c.watch_cv.notify_all();
+  watchdog_.join();
+}
+
+absl::Status CudaIpcTransport::CheckMemory(const ConstBuffer& b,
+                                           absl::string_view what) const {
+  if (b.count == 0) return absl::OkStatus();
+  if (b.device != Device::Cuda(core_->device)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: ", what, " is declared on ", b.device.ToString(),
+        ", but this rank's communicator runs on cuda:", core_->device));
+  }
+  cudaPointerAttributes attr;
+  const cudaError_t e = cudaPointerGetAttributes(&attr, b.data);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: ", what, " is not memory CUDA knows: ", cudaGetErrorString(e)));
+  }
+  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: ", what, " is declared as cuda:", core_->device,
+        " but is host memory"));
+  }
+  if (attr.device != core_->device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: ", what, " lives on cuda:", attr.device,
+        ", but this rank's communicator runs on cuda:", core_->device));
+  }
+  return absl::OkStatus();
+}
+
+AllReduceLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
+  const Core& c = *core_;
+  AllReduceLaunch l;
+  l.rank = c.rank;
+  l.size = c.size;
+  for (int r = 0; r < c.size; ++r) l.arenas[r] = c.arenas[r];
+  l.half_bytes = c.half_bytes;
+  l.abort_flag = c.device_flags;
+  l.error = c.device_flags + 1;
+  if (deadline != absl::InfiniteFuture()) {
+    const int64_t left = absl::ToInt64Nanoseconds(deadline - absl::Now());
+    l.timeout_ns = static_cast<uint64_t>(std::max<int64_t>(left, 1));
+  }
+  return l;
+}
+
+absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
+                                                size_t count, DataType dtype,
+                                                ReduceOp op, absl::Time deadline,
+                                                cudaStream_t stream) {
+  const Core& c = *core_;
+  RELAY_ASSIGN_OR_RETURN(const IpcType type, TypeOf(dtype));
+  const size_t esize = DataTypeSize(dtype);
+  // Pieces of at most half an arena, whole 16-byte units each, so every
+  // piece of an aligned buffer stays aligned.
+  const size_t piece = std::max<size_t>(1, (c.half_bytes / 16) * 16 / esize);
+  AllReduceLaunch l = BaseLaunch(deadline);
+  l.type = type;
+  l.op = static_cast<IpcOp>(static_cast<int>(op));
+  for (size_t done = 0; done < count; done += piece) {
+    l.count = std::min(piece, count - done);
+    l.input = static_cast<const char*>(in) + done * esize;
+    l.output = static_cast<char*>(out) + done * esize;
+    l.two_shot = l.count * esize > c.one_shot_bytes && c.size > 1;
+    RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
+                                   cuda_ipc::LaunchAllReduce(l, stream)),
+                               "all_reduce kernel launch"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args) {
+  Core& c = *core_;
+  if (args.kind != CollectiveKind::kAllReduce &&
+      args.kind != CollectiveKind::kBarrier) {
+    return Unsupported(CollectiveName(args.kind));
+  }
+  if (args.kind == CollectiveKind::kAllReduce && args.send.count == 0) {
+    return Request::CompletedOnDevice();
+  }
+  const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
+  device_runtime::ScopedDevice on_device(c.device);
+  cudaStream_t caller = args.stream == nullptr
+                            ? cudaStreamLegacy
+                            : static_cast<cudaStream_t>(args.stream);
+  const bool on_caller = args.stream_order == StreamOrder::kOnStream;
+  cudaStream_t stream = on_caller ? caller : c.stream;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (on_caller) {
+    RELAY_RETURN_IF_ERROR(Cuda(cudaStreamIsCapturing(stream, &capture),
+                               "cudaStreamIsCapturing"));
+  }
+  const bool capturing = capture != cudaStreamCaptureStatusNone;
+  cudaEvent_t done = nullptr;
+  absl::Status queued;
+  {
+    std::lock_guard<std::mutex> lock(c.enqueue_mu);
+    if (c.aborted.load(std::memory_order_acquire)) {
+      return Request::Completed(c.AbortReason());
+    }
+    if (!capturing) {
+      RELAY_ASSIGN_OR_RETURN(done, c.GetEvent());
+      if (stream != caller) {
+        queued = Cuda(cudaEventRecord(c.ready, caller), "cudaEventRecord (caller's stream)");
+        if (queued.ok()) {
+          queued = Cuda(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
+        }
+      }
+      // One operation at a time, in posting order, whatever the streams:
+      // the kernels' epochs count this transport's calls.
+      if (queued.ok() && c.last_done != nullptr && c.last_stream != stream) {
+        queued = Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
+                      "cudaStreamWaitEvent (the previous operation)");
+      }
+    }
+    if (queued.ok()) {
+      queued = args.kind == CollectiveKind::kBarrier
+                   ? EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
+                                      DataType::kInt32, ReduceOp::kSum,
+                                      args.deadline, stream)
+                   : EnqueueAllReduce(args.send.data, args.recv.data,
+                                      args.send.count, args.send.dtype, args.op,
+                                      args.deadline, stream);
+    }
+    if (queued.ok() && !capturing) {
+      queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
+      if (queued.ok()) {
+        c.last_stream = stream;
+        c.last_done = done;
+      }
+    }
+  }
+  if (!queued.ok()) {
+    if (done != nullptr) c.PutEvent(done);
+    // Something may be queued already: the ranks are out of step.
+    c.Abort(queued);
+    return queued;
+  }
+  // A captured call runs when its graph is launched: the caller's stream
+  // orders it, and there is nothing for the host to watch.
+  if (capturing) return Request::CompletedOnDevice();
+  auto request = std::make_shared<IpcRequest>(core_, done, args.deadline, what);
+  {
+    std::lock_guard<std::mutex> lock(c.watch_mu);
+    c.pending.push_back(request);
+  }
+  c.watch_cv.notify_one();
+  return Request(std::move(request));
+}
+
+int VisibleDevices() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::string Key(int rank) { return absl::StrCat("cuda_ipc/", rank); }
+
+}  // namespace
+
+bool CudaIpcTransportFactory::IsViable() const {
+  static const bool viable = cuda_ipc::KernelsBuilt() && VisibleDevices() > 0;
+  return viable;
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
+    const TransportConfig& config) {
+  if (!IsViable()) {
+    return absl::FailedPreconditionError(
+        "cuda_ipc: no CUDA device is visible (cudaGetDeviceCount)");
+  }
+  if (config.size > kMaxRanks) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda_ipc: ", config.size, " ranks; the transport joins at most ",
+        kMaxRanks, " GPUs of one host"));
+  }
+  RELAY_ASSIGN_OR_RETURN(const uint64_t arena_bytes,
+                         ReadCount("RELAY_CUDA_IPC_ARENA_BYTES", kDefaultArenaBytes));
+  RELAY_ASSIGN_OR_RETURN(
+      const uint64_t one_shot_bytes,
+      ReadCount("RELAY_CUDA_IPC_ONE_SHOT_BYTES", kDefaultOneShotBytes));
+  auto core = std::make_shared<Core>();
+  Core& c = *core;
+  c.rank = config.rank;
+  c.size = config.size;
+  c.half_bytes = (arena_bytes / 2) / 256 * 256;
+  c.one_shot_bytes = one_shot_bytes;
+  RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
+  RELAY_RETURN_IF_ERROR(
+      Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
+           "cudaStreamCreateWithFlags"));
+  RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming),
+                             "cudaEventCreateWithFlags"));
+  const size_t bytes = cuda_ipc::ArenaLayout::Bytes(c.half_bytes);
+  RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.arena, bytes), "cudaMalloc (arena)"));
+  // Flags and counters start at zero; the data needs no clearing.
+  RELAY_RETURN_IF_ERROR(Cuda(cudaMemset(c.arena, 0, cuda_ipc::ArenaLayout::kDataOffset),
+                             "cudaMemset (arena flags)"));
+  RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.barrier_scratch, sizeof(int32_t)),
+                             "cudaMalloc (barrier scratch)"));
+  RELAY_RETURN_IF_ERROR(Cuda(cudaHostAlloc(reinterpret_cast<void**>(&c.host_flags),
+                                           2 * sizeof(int), cudaHostAllocMapped),
+                             "cudaHostAlloc (abort and error flags)"));
+  c.host_flags[0] = c.host_flags[1] = 0;
+  RELAY_RETURN_IF_ERROR(
+      Cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&c.device_flags),
+                                    c.host_flags, 0),
+           "cudaHostGetDevicePointer"));
+  RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
+
+  PeerRecord mine;
+  mine.pid = static_cast<int32_t>(getpid());
+  mine.device = c.device;
+  gethostname(mine.host, sizeof(mine.host) - 1);
+  RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceGetPCIBusId(mine.pci_bus_id,
+                                                   sizeof(mine.pci_bus_id), c.device),
+                             "cudaDeviceGetPCIBusId"));
+  mine.arena_bytes = bytes;
+  mine.arena_address = reinterpret_cast<uint64_t>(c.arena);
+  RELAY_RETURN_IF_ERROR(
+      Cuda(cudaIpcGetMemHandle(&mine.handle, c.arena), "cudaIpcGetMemHandle"));
+  RELAY_RETURN_IF_ERROR(config.store->Set(
+      Key(c.rank),
+      absl::string_view(reinterpret_cast<const char*>(&mine), sizeof(mine))));
+
+  std::vector<PeerRecord> all(c.size);
+  for (int r = 0; r < c.size; ++r) {
+    RELAY_ASSIGN_OR_RETURN(std::string raw, config.store->Get(Key(r), config.timeout));
+    if (raw.size() != sizeof(PeerRecord)) {
+      return absl::InternalError(absl::StrCat(
+          "cuda_ipc: rank ", r, "'s record has ", raw.size(), " bytes, expected ",
+          sizeof(PeerRecord), " (a different relay build?)"));
+    }
+    std::memcpy(&all[r], raw.data(), sizeof(PeerRecord));
+  }
+  std::vector<std::string> elsewhere;
+  for (int r = 0; r < c.size; ++r) {
+    if (std::strncmp(all[r].host, mine.host, sizeof(mine.host)) != 0) {
+      elsewhere.push_back(absl::StrCat("rank ", r, " on ", all[r].host));
+    }
+  }
+  if (!elsewhere.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda_ipc: every rank must be on one host; rank ", c.rank, " is on ",
+        mine.host, ", ", absl::StrJoin(elsewhere, ", ")));
+  }
+  for (int r = 0; r < c.size; ++r) {
+    if (r == c.rank) {
+      c.arenas[r] = c.arena;
+      continue;
+    }
+    int peer_device = -1;
+    if (cudaDeviceGetByPCIBusId(&peer_device, all[r].pci_bus_id) == cudaSuccess) {
+      if (peer_device == c.device) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cuda_ipc: ranks ", c.rank, " and ", r, " both use GPU ",
+            all[r].pci_bus_id, "; each rank needs a GPU of its own"));
+      }
+      int can = 0;
+      RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceCanAccessPeer(&can, c.device, peer_device),
+                                 "cudaDeviceCanAccessPeer"));
+      if (!can) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cuda_ipc: rank ", c.rank, "'s GPU (cuda:", c.device,
+            ") cannot access rank ", r, "'s (", all[r].pci_bus_id,
+            ") as a peer (no NVLink or PCIe peer-to-peer between them)"));
+      }
+    } else {
+      cudaGetLastError();  // Not visible here: cudaIpcOpenMemHandle decides.
+    }
+    if (all[r].pid == mine.pid) {
+      // A thread of this process: its pointer is valid here once peer
+      // access is on.
+      const cudaError_t e = cudaDeviceEnablePeerAccess(peer_device, 0);
+      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+        return Cuda(e, "cudaDeviceEnablePeerAccess");
+      }
+      cudaGetLastError();
+      c.arenas[r] = reinterpret_cast<void*>(all[r].arena_address);
+    } else {
+      void* mapped = nullptr;
+      RELAY_RETURN_IF_ERROR(Cuda(cudaIpcOpenMemHandle(&mapped, all[r].handle,
+                                                      cudaIpcMemLazyEnablePeerAccess),
+                                 "cudaIpcOpenMemHandle"));
+      c.opened.push_back(mapped);
+      c.arenas[r] = mapped;
+    }
+  }
+  return std::unique_ptr<Transport>(new CudaIpcTransport(std::move(core)));
+}
+
+}  // namespace relay

@@ -1,0 +1,65 @@
+// File: transports/cuda_ipc/cuda_ipc_transport.h
+//
+// CudaIpcTransportFactory: relay's own wiring between the GPUs of one host.
+// One rank per GPU, ranks as processes (under relayrun, torchrun, mpirun)
+// or as threads of one process, every GPU able to reach every other's
+// memory (cudaDeviceCanAccessPeer: NVLink or PCIe peer-to-peer). Each rank's
+// transport uses the CUDA device current on the thread that connects it.
+//
+// Memory. Each rank allocates one arena (RELAY_CUDA_IPC_ARENA_BYTES, default
+// 64 MiB: flags, then two data halves used in turn) with cudaMalloc and
+// shares it through cudaIpcGetMemHandle, the handle passing through the
+// communicator's store; a peer in another process opens it with
+// cudaIpcOpenMemHandle, a peer thread of the same process uses the pointer
+// after cudaDeviceEnablePeerAccess. The legacy IPC handle, not cuMem's
+// exportable allocations: it needs no file descriptor passing between
+// processes (a Unix socket beside the store), and every CUDA version and
+// container setup relay runs on supports it.
+//
+// Collectives. all_reduce by relay's kernels (ipc_kernels.h): one-shot (each
+// rank reads every peer's contribution and reduces) up to
+// RELAY_CUDA_IPC_ONE_SHOT_BYTES, two-shot (reduce-scatter by loads, then
+// all-gather) above, in pieces of half the arena; every dtype and op, the
+// 16-bit floats accumulating in float32. barrier is a one-element
+// all_reduce. Other collectives and point-to-point are Unimplemented for
+// now: use the nccl transport for them.
+//
+// Streams. As the NCCL transport: an operation waits on the GPU for the work
+// queued on the caller's stream and runs on the transport's own stream, or,
+// with StreamOrder::kOnStream, on the caller's stream itself; either way
+// after this transport's previous operation. Its request completes when the
+// kernel has finished (a watchdog thread completes requests nobody waits on,
+// so OnDone runs). The synchronisation between GPUs is flags in device
+// memory: nothing on the host is in a launched collective's path.
+//
+// Failure. A kernel waiting for a peer gives up when the call's deadline
+// passes (measured on the GPU) or the transport is aborted (a host-mapped
+// flag every kernel polls); the request then fails with DeadlineExceeded or
+// Cancelled naming the peer, and the transport aborts. The watchdog also
+// aborts the transport when a request outlives its deadline.
+//
+// Not viable (IsViable false) without CUDA or a visible GPU; connecting
+// fails with FailedPrecondition, naming the ranks, when the ranks are not on
+// one host, more than 8, or their GPUs cannot reach each other.
+#ifndef RELAY_TRANSPORTS_CUDA_IPC_CUDA_IPC_TRANSPORT_H_
+#define RELAY_TRANSPORTS_CUDA_IPC_CUDA_IPC_TRANSPORT_H_
+
+#include <memory>
+
+#include "runtime/transport.h"
+
+namespace relay {
+
+class CudaIpcTransportFactory final : public TransportFactory {
+ public:
+  absl::string_view name() const override { return "cuda_ipc"; }
+  // Built with CUDA, and at least one GPU is visible.
+  bool IsViable() const override;
+  bool SpansProcesses() const override { return true; }
+  absl::StatusOr<std::unique_ptr<Transport>> Connect(
+      const TransportConfig& config) override;
+};
+
+}  // namespace relay
+
+#endif  // RELAY_TRANSPORTS_CUDA_IPC_CUDA_IPC_TRANSPORT_H_

@@ -1,0 +1,290 @@
+// The cuda_ipc transport with ranks as threads, one GPU each. Tests that
+// need GPUs skip themselves where too few are visible; the process form
+// runs under tools/relayrun (bench/gpu/run_checks.sh).
+#include "transports/cuda_ipc/cuda_ipc_transport.h"
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "relay.h"
+#include "runtime/status_macros.h"
+#include "testing/device_memory.h"
+#include "testing/rank_harness.h"
+#include "testing/reference.h"
+
+namespace relay {
+namespace {
+
+CudaIpcTransportFactory& Factory() {
+  static CudaIpcTransportFactory* f = new CudaIpcTransportFactory();
+  return *f;
+}
+
+int Gpus() { return Factory().IsViable() ? VisibleDeviceCount() : 0; }
+
+RankSetup OneGpuPerRank() {
+  return [](int rank) { return SetCurrentDevice(rank); };
+}
+
+absl::Status CudaCheck(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+}
+
+// Runs an all_reduce of `count` elements on every rank (input at element
+// offset `offset` of its allocation, in place or not) and checks every
+// element of the result against the reference.
+absl::Status CheckAllReduce(Communicator& comm, DataType dtype, ReduceOp op,
+                            size_t count, size_t offset, bool in_place,
+                            int salt) {
+  const int rank = comm.rank();
+  const size_t esize = DataTypeSize(dtype);
+  std::vector<double> values = InputValues(dtype, op, rank + salt, count);
+  std::vector<char> host = Encode(dtype, values);
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate((count + offset) * esize));
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate((count + offset) * esize));
+  char* src = reinterpret_cast<char*>(in.data()) + offset * esize;
+  char* dst = in_place ? src : reinterpret_cast<char*>(out.data()) + offset * esize;
+  RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(src, host.data(), count * esize,
+                                             cudaMemcpyHostToDevice), "cudaMemcpy"));
+  RELAY_ASSIGN_OR_RETURN(
+      Request r, comm.AllReduce(ConstBuffer{src, count, dtype, Device::Cuda(rank)},
+                                Buffer{dst, count, dtype, Device::Cuda(rank)}, op));
+  RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+  std::vector<char> got(count * esize);
+  RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got.data(), dst, count * esize,
+                                             cudaMemcpyDeviceToHost), "cudaMemcpy"));
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<double> column;
+    for (int q = 0; q < comm.size(); ++q) {
+      column.push_back(InputValue(dtype, op, q + salt, i));
+    }
+    const double want = ReduceValues(dtype, op, column);
+    const double have = DecodeAt(dtype, got.data(), i);
+    if (!Matches(dtype, op, want, have)) {
+      return absl::InternalError(absl::StrCat(
+          DataTypeName(dtype), " ", ReduceOpName(op), " count ", count,
+          " offset ", offset, in_place ? " in place" : "", ": element ", i,
+          " is ", have, ", want ", want, " (rank ", rank, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+TEST(CudaIpcTransportTest, NotViableWithoutGpuSaysWhy) {
+  if (Gpus() > 0) GTEST_SKIP() << "a GPU is visible";
+  TransportConfig config;
+  config.store = std::make_shared<InMemoryStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> t = Factory().Connect(config);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+}
+
+// Every dtype and op; one-shot, two-shot and tails that are not whole
+// 16-byte units; aligned and misaligned buffers; in place and not.
+TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        int salt = 0;
+        for (DataType dtype : AllDataTypes()) {
+          for (ReduceOp op : AllReduceOps()) {
+            for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{300001}}) {
+              RELAY_RETURN_IF_ERROR(
+                  CheckAllReduce(comm, dtype, op, count, 0, false, ++salt));
+            }
+            RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, dtype, op, 5001, 1, true, ++salt));
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Calls larger than half the arena run in pieces, and many calls in a row
+// use both halves in turn.
+TEST(CudaIpcTransportTest, PiecesAndManyCallsInARow) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  setenv("RELAY_CUDA_IPC_ARENA_BYTES", "1048576", 1);
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum,
+                                             (3 << 20) / 4 + 5, 0, false, 7));
+        for (int i = 0; i < 100; ++i) {
+          RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kBfloat16, ReduceOp::kSum,
+                                               i % 2 ? 999 : 200000, 0, i % 3 == 0, i));
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  unsetenv("RELAY_CUDA_IPC_ARENA_BYTES");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaIpcTransportTest, RejectsMemoryItCannotMove) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        std::vector<float> host(64, 1.0f);
+        absl::StatusOr<Request> r = comm.AllReduce(
+            ConstBuffer::Of(host.data(), 64, Device::Cuda(comm.rank())),
+            Buffer::Of(host.data(), 64, Device::Cuda(comm.rank())), ReduceOp::kSum);
+        if (r.status().code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError(absl::StrCat("host memory: ", r.status().ToString()));
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaIpcTransportTest, OnDoneRunsWithoutAWaiter) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
+        float* p = reinterpret_cast<float*>(d.data());
+        const Device dev = Device::Cuda(comm.rank());
+        RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(p, 1024, dev),
+                                                         Buffer::Of(p, 1024, dev),
+                                                         ReduceOp::kMax));
+        std::atomic<bool> called{false};
+        r.OnDone([&](absl::Status) { called = true; });
+        for (int i = 0; i < 10000 && !called; ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return called ? absl::OkStatus()
+                      : absl::InternalError("OnDone did not run within 10 s");
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Rank 1 never enters the all_reduce: rank 0's kernel gives up at the
+// deadline, the request fails with DeadlineExceeded naming rank 1, and
+// Abort returns promptly.
+TEST(CudaIpcTransportTest, PeerThatStopsParticipatingIsADeadline) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  std::atomic<bool> rank0_done{false};
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(1 << 20));
+        float* p = reinterpret_cast<float*>(d.data());
+        const ConstBuffer in = ConstBuffer::Of(p, 1 << 18, Device::Cuda(rank));
+        const Buffer out = Buffer::Of(p, 1 << 18, Device::Cuda(rank));
+        RELAY_ASSIGN_OR_RETURN(Request warm, comm.AllReduce(in, out, ReduceOp::kSum));
+        RELAY_RETURN_IF_ERROR(warm.Wait(absl::Seconds(60)));
+        if (rank == 1) {
+          while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          return absl::OkStatus();
+        }
+        CollectiveOptions opts;
+        opts.timeout = absl::Seconds(2);
+        const absl::Time start = absl::Now();
+        RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(in, out, ReduceOp::kSum, opts));
+        absl::Status w = r.Wait();
+        const absl::Duration took = absl::Now() - start;
+        EXPECT_EQ(w.code(), absl::StatusCode::kDeadlineExceeded) << w;
+        EXPECT_NE(std::string(w.message()).find("rank 1"), std::string::npos) << w;
+        EXPECT_LT(took, absl::Seconds(3)) << "took " << took;
+        const absl::Time abort_start = absl::Now();
+        EXPECT_TRUE(comm.Abort().ok());
+        EXPECT_LT(absl::Now() - abort_start, absl::Seconds(5));
+        rank0_done = true;
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  rank0_done = true;
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// 100 all_reduces captured into a CUDA graph (StreamOrder::kOnStream),
+// replayed 1,000 times with new inputs before each replay; every result of
+// every replay is checked.
+TEST(CudaIpcTransportTest, CapturedInAGraphAndReplayed) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  constexpr int kCalls = 100, kReplays = 1000;
+  constexpr size_t kCount = 256;  // Floats per call.
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        const Device dev = Device::Cuda(rank);
+        RELAY_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create());
+        cudaStream_t st = static_cast<cudaStream_t>(stream.get());
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCalls * kCount * 4));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(kCalls * kCount * 4));
+        float* src = reinterpret_cast<float*>(in.data());
+        float* dst = reinterpret_cast<float*>(out.data());
+        CollectiveOptions opts;
+        opts.stream = st;
+        opts.stream_order = StreamOrder::kOnStream;
+        // One call outside the graph first: connects nothing lazily, but
+        // checks the path the graph captures.
+        RELAY_ASSIGN_OR_RETURN(Request first, comm.AllReduce(ConstBuffer::Of(src, kCount, dev),
+                                                             Buffer::Of(dst, kCount, dev),
+                                                             ReduceOp::kSum, opts));
+        RELAY_RETURN_IF_ERROR(first.Wait(absl::Seconds(60)));
+        cudaGraph_t graph = nullptr;
+        RELAY_RETURN_IF_ERROR(CudaCheck(
+            cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "BeginCapture"));
+        for (int k = 0; k < kCalls; ++k) {
+          absl::StatusOr<Request> r = comm.AllReduce(
+              ConstBuffer::Of(src + k * kCount, kCount, dev),
+              Buffer::Of(dst + k * kCount, kCount, dev), ReduceOp::kSum, opts);
+          if (!r.ok()) {
+            cudaStreamEndCapture(st, &graph);
+            return r.status();
+          }
+        }
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaStreamEndCapture(st, &graph), "EndCapture"));
+        cudaGraphExec_t exec = nullptr;
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaGraphInstantiate(&exec, graph, 0), "Instantiate"));
+        std::vector<float> host(kCalls * kCount), got(kCalls * kCount);
+        absl::Status result = absl::OkStatus();
+        for (int replay = 0; replay < kReplays && result.ok(); ++replay) {
+          for (size_t i = 0; i < host.size(); ++i) {
+            host[i] = static_cast<float>((i * 7 + replay * 13 + rank * 101) % 1000);
+          }
+          result = CudaCheck(cudaMemcpyAsync(src, host.data(), host.size() * 4,
+                                             cudaMemcpyHostToDevice, st), "copy in");
+          if (result.ok()) result = CudaCheck(cudaGraphLaunch(exec, st), "cudaGraphLaunch");
+          if (result.ok()) {
+            result = CudaCheck(cudaMemcpyAsync(got.data(), dst, got.size() * 4,
+                                               cudaMemcpyDeviceToHost, st), "copy out");
+          }
+          if (result.ok()) result = CudaCheck(cudaStreamSynchronize(st), "synchronize");
+          for (size_t i = 0; result.ok() && i < got.size(); ++i) {
+            const float want = static_cast<float>((i * 7 + replay * 13) % 1000) +
+                               static_cast<float>((i * 7 + replay * 13 + 101) % 1000);
+            if (got[i] != want) {
+              result = absl::InternalError(absl::StrCat("replay ", replay, " element ", i,
+                                                        ": ", got[i], ", want ", want));
+            }
+          }
+        }
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        return result;
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+}  // namespace
+}  // namespace relay
