@@ -27,6 +27,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <functional>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -93,12 +94,15 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      later work there does not wait for it; on: queued on
                      the stream itself, as NCCL's calls (no event and wait
                      of the transport's own)
-  --api async|blocking
+  --api async|blocking|graph
                      what each timed call is: async (default) starts it
                      (Communicator::Collective) and waits for its request;
                      blocking calls Communicator::RunCollective, which
                      returns when it is done (MPI_Allreduce's form; every
-                     call blocks, on device memory too)
+                     call blocks, on device memory too); graph (device,
+                     stream-ordered transports) captures the -n timed calls
+                     into one CUDA graph on a stream of each rank's own and
+                     times a replay (results unchecked)
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -125,6 +129,7 @@ struct Flags {
   StreamOrder stream_order = StreamOrder::kAfterStream;
   bool device_memory = false;  // --memory device
   bool blocking = false;       // --api blocking
+  bool graph = false;          // --api graph
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -172,7 +177,9 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (flag == "--memory") {
       f.device_memory = p.OneOf({"host", "device"}) == "device";
     } else if (flag == "--api") {
-      f.blocking = p.OneOf({"async", "blocking"}) == "blocking";
+      const std::string api = p.OneOf({"async", "blocking", "graph"});
+      f.blocking = api == "blocking";
+      f.graph = api == "graph";
     } else if (flag == "--json") {
       f.json = p.value();
     } else {
@@ -373,6 +380,47 @@ struct RowResults {
   std::vector<int64_t> wrong;
 };
 
+// --api graph: the `iters` timed calls captured into one CUDA graph
+// (StreamOrder::kOnStream on a stream of the rank's own), replayed once to
+// warm up and once timed: the time per call is the replay's over `iters`.
+// Rows are not checked here: the async rows run the same kernels, and the
+// transports' tests check replayed graphs.
+absl::Status RunGraphRow(Communicator& comm, const Flags& f,
+                         const std::function<absl::StatusOr<Request>()>& start_one,
+                         CollectiveOptions* options, DeviceStream* stream,
+                         double* time_us, double* issue_us, int64_t* wrong) {
+  if (!comm.capabilities().stream_ordered) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--api graph: transport ", f.transport, " does not queue on CUDA streams"));
+  }
+  if (stream->get() == nullptr) {
+    RELAY_ASSIGN_OR_RETURN(*stream, DeviceStream::Create());
+  }
+  options->stream = stream->get();
+  options->stream_order = StreamOrder::kOnStream;
+  RELAY_ASSIGN_OR_RETURN(
+      DeviceGraph graph, DeviceGraph::Capture(stream->get(), [&]() -> absl::Status {
+        for (int i = 0; i < f.iters; ++i) {
+          RELAY_ASSIGN_OR_RETURN(Request r, start_one());
+          (void)r;
+        }
+        return absl::OkStatus();
+      }));
+  RELAY_RETURN_IF_ERROR(graph.Launch(stream->get()));
+  RELAY_RETURN_IF_ERROR(SynchronizeStream(stream->get()));
+  CollectiveOptions sync;
+  sync.timeout = f.timeout;
+  RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(sync));
+  RELAY_RETURN_IF_ERROR(b.Wait());
+  const absl::Time start = absl::Now();
+  RELAY_RETURN_IF_ERROR(graph.Launch(stream->get()));
+  RELAY_RETURN_IF_ERROR(SynchronizeStream(stream->get()));
+  *time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / f.iters;
+  *issue_us = -1;
+  *wrong = -1;
+  return absl::OkStatus();
+}
+
 absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
                     size_t count, bool in_place, double* time_us,
                     double* issue_us,
@@ -427,6 +475,10 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
     issued = absl::Now();
     return last.valid() ? last.Wait() : absl::OkStatus();
   };
+  if (f.graph) {
+    return RunGraphRow(comm, f, start_one, &options, &stream, time_us, issue_us,
+                       wrong);
+  }
   // The timed loop reruns the call on its own output: fine for timing; the
   // check runs once on fresh input afterwards.
   RELAY_RETURN_IF_ERROR(run(f.warmup));
@@ -609,7 +661,8 @@ int Main(int argc, char** argv) {
                          ? ", queued on the caller's stream"
                          : "",
                      f.device_memory ? ", device memory" : "",
-                     f.blocking ? ", blocking calls (RunCollective)" : ""),
+                     f.blocking ? ", blocking calls (RunCollective)" : "",
+                     f.graph ? ", replayed from a CUDA graph" : ""),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
     reporters.emplace_back(o);

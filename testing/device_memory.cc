@@ -59,6 +59,46 @@ DeviceStream::~DeviceStream() {
   if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
+absl::StatusOr<DeviceGraph> DeviceGraph::Capture(
+    void* stream, const std::function<absl::Status()>& body) {
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (absl::Status st = Cuda(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal),
+                             "cudaStreamBeginCapture");
+      !st.ok()) {
+    return st;
+  }
+  absl::Status queued = body();
+  cudaGraph_t graph = nullptr;
+  absl::Status ended = Cuda(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+  DeviceGraph out;
+  out.graph_ = graph;
+  if (!queued.ok()) return queued;
+  if (!ended.ok()) return ended;
+  cudaGraphExec_t exec = nullptr;
+  if (absl::Status st = Cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+      !st.ok()) {
+    return st;
+  }
+  out.exec_ = exec;
+  return out;
+}
+
+DeviceGraph::~DeviceGraph() {
+  if (exec_ != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_ != nullptr) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+
+absl::Status DeviceGraph::Launch(void* stream) const {
+  return Cuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_),
+                              static_cast<cudaStream_t>(stream)),
+              "cudaGraphLaunch");
+}
+
+absl::Status SynchronizeStream(void* stream) {
+  return Cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)),
+              "cudaStreamSynchronize");
+}
+
 absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t bytes) {
   DeviceBytes d;
   absl::StatusOr<int> device = CurrentDevice();
@@ -120,6 +160,13 @@ absl::Status SetCurrentDevice(int) { return NoCuda(); }
 absl::StatusOr<DeviceStream> DeviceStream::Create() { return NoCuda(); }
 DeviceStream::~DeviceStream() = default;
 absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t) { return NoCuda(); }
+absl::StatusOr<DeviceGraph> DeviceGraph::Capture(void*,
+                                                 const std::function<absl::Status()>&) {
+  return NoCuda();
+}
+DeviceGraph::~DeviceGraph() = default;
+absl::Status DeviceGraph::Launch(void*) const { return NoCuda(); }
+absl::Status SynchronizeStream(void*) { return NoCuda(); }
 DeviceBytes::~DeviceBytes() = default;
 absl::Status DeviceBytes::CopyFrom(const void*, size_t, size_t) { return NoCuda(); }
 absl::Status DeviceBytes::CopyTo(void*, size_t, size_t) const { return NoCuda(); }

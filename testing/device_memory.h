@@ -17,6 +17,9 @@
 #include <cstddef>
 #include <utility>
 
+#include <functional>
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -52,6 +55,36 @@ class DeviceStream {
  private:
   void* stream_ = nullptr;
 };
+
+// A CUDA graph captured from what `body` queues on `stream` (calls made
+// with StreamOrder::kOnStream on that stream), replayed by Launch.
+//   RELAY_ASSIGN_OR_RETURN(DeviceGraph g, DeviceGraph::Capture(s, [&] {
+//     return comm.AllReduce(in, out, ReduceOp::kSum, on_s).status(); }));
+//   RELAY_RETURN_IF_ERROR(g.Launch(s));
+class DeviceGraph {
+ public:
+  static absl::StatusOr<DeviceGraph> Capture(
+      void* stream, const std::function<absl::Status()>& body);
+  DeviceGraph() = default;
+  DeviceGraph(DeviceGraph&& other) noexcept
+      : graph_(other.graph_), exec_(other.exec_) {
+    other.graph_ = other.exec_ = nullptr;
+  }
+  DeviceGraph& operator=(DeviceGraph&& other) noexcept {
+    std::swap(graph_, other.graph_);
+    std::swap(exec_, other.exec_);
+    return *this;
+  }
+  ~DeviceGraph();
+  absl::Status Launch(void* stream) const;
+
+ private:
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+};
+
+// Blocks until the work queued on `stream` has finished.
+absl::Status SynchronizeStream(void* stream);
 
 class DeviceBytes {
  public:

@@ -17,8 +17,10 @@
 # runs only the no-stream variant. RING=1 (the default) also runs relay's own
 # ring algorithm over NCCL point-to-point (variant relay-ring, no stream);
 # RING=0 leaves it out. CUDA_IPC=1 (the default) also runs all_reduce over
-# relay's cuda_ipc transport, a process per GPU under relayrun (variant
-# cuda_ipc); CUDA_IPC=0 leaves it out. MIN_SIZE (default 8) is the sweep's first size.
+# relay's cuda_ipc transport, a process per GPU under relayrun: eager
+# (variant cuda_ipc), queued on each rank's own stream (cuda_ipc-on-stream)
+# and replayed from a CUDA graph (cuda_ipc-graph); CUDA_IPC=0 leaves them
+# out. MIN_SIZE (default 8) is the sweep's first size.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -50,9 +52,13 @@ for c in $collectives; do
 --algorithm ring --collective $c --json {out}.json")
   fi
   if [ "${CUDA_IPC:-1}" = 1 ] && [ "$c" = all_reduce ]; then
-    # relay's own wiring, a process per GPU.
-    sides+=("cuda_ipc=python3 $here/relayrun -n $gpus --no-prefix --timeout 900 -- \
-$here/collectives ${sweep[*]} -c $check --transport cuda_ipc --collective $c --json {out}.json")
+    # relay's own wiring, a process per GPU: eager on the default stream,
+    # queued on each rank's own stream, and replayed from a CUDA graph.
+    ipc="python3 $here/relayrun -n $gpus --no-prefix --timeout 900 -- $here/collectives \
+${sweep[*]} --transport cuda_ipc --collective $c --json {out}.json"
+    sides+=("cuda_ipc=$ipc -c $check"
+            "cuda_ipc-on-stream=$ipc -c $check --cuda-stream own --stream-order on"
+            "cuda_ipc-graph=$ipc -c 0 --api graph")
   fi
   PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
   PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/checked_pointers.h"
 #include "runtime/config.h"
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
@@ -71,6 +72,7 @@ struct Core {
   int size = 1;
   int device = 0;
   uint64_t half_bytes = 0;
+  uint64_t slot_bytes = 0;  // ArenaLayout::SlotBytes(half_bytes, size).
   uint64_t one_shot_bytes = 0;
   void* arena = nullptr;
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
@@ -82,6 +84,7 @@ struct Core {
   // error word (ipc_kernels.h). Host memory mapped into the device.
   int* host_flags = nullptr;
   int* device_flags = nullptr;
+  CheckedPointers checked_pointers;
 
   std::mutex enqueue_mu;
   cudaStream_t last_stream = nullptr;  // Guarded by enqueue_mu.
@@ -321,6 +324,7 @@ absl::Status CudaIpcTransport::CheckMemory(const ConstBuffer& b,
         "cuda_ipc: ", what, " is declared on ", b.device.ToString(),
         ", but this rank's communicator runs on cuda:", core_->device));
   }
+  if (core_->checked_pointers.Contains(b.data)) return absl::OkStatus();
   cudaPointerAttributes attr;
   const cudaError_t e = cudaPointerGetAttributes(&attr, b.data);
   if (e != cudaSuccess) {
@@ -338,6 +342,7 @@ absl::Status CudaIpcTransport::CheckMemory(const ConstBuffer& b,
         "cuda_ipc: ", what, " lives on cuda:", attr.device,
         ", but this rank's communicator runs on cuda:", core_->device));
   }
+  core_->checked_pointers.Add(b.data);
   return absl::OkStatus();
 }
 
@@ -348,6 +353,7 @@ AllReduceLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
   l.size = c.size;
   for (int r = 0; r < c.size; ++r) l.arenas[r] = c.arenas[r];
   l.half_bytes = c.half_bytes;
+  l.slot_bytes = c.slot_bytes;
   l.abort_flag = c.device_flags;
   l.error = c.device_flags + 1;
   if (deadline != absl::InfiniteFuture()) {
@@ -364,17 +370,21 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   const Core& c = *core_;
   RELAY_ASSIGN_OR_RETURN(const IpcType type, TypeOf(dtype));
   const size_t esize = DataTypeSize(dtype);
-  // Pieces of at most half an arena, whole 16-byte units each, so every
-  // piece of an aligned buffer stays aligned.
-  const size_t piece = std::max<size_t>(1, (c.half_bytes / 16) * 16 / esize);
+  // What a contribution slot holds besides its tail, in whole 16-byte units
+  // so that every piece of an aligned buffer stays aligned: one-shot pieces
+  // fit a slot, two-shot pieces a slot per rank.
+  const size_t body = (c.slot_bytes - cuda_ipc::ArenaLayout::kTailBytes) / 16 * 16;
+  const bool one_shot =
+      c.size == 1 || (count * esize <= c.one_shot_bytes && count * esize <= body);
+  const size_t piece = std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
   AllReduceLaunch l = BaseLaunch(deadline);
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
+  l.two_shot = !one_shot;
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
     l.output = static_cast<char*>(out) + done * esize;
-    l.two_shot = l.count * esize > c.one_shot_bytes && c.size > 1;
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                    cuda_ipc::LaunchAllReduce(l, stream)),
                                "all_reduce kernel launch"));
@@ -500,6 +510,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   c.rank = config.rank;
   c.size = config.size;
   c.half_bytes = (arena_bytes / 2) / 256 * 256;
+  c.slot_bytes = cuda_ipc::ArenaLayout::SlotBytes(c.half_bytes, c.size);
   c.one_shot_bytes = one_shot_bytes;
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(

@@ -17,10 +17,11 @@
 // container setup relay runs on supports it.
 //
 // Collectives. all_reduce by relay's kernels (ipc_kernels.h): one-shot (each
-// rank reads every peer's contribution and reduces) up to
-// RELAY_CUDA_IPC_ONE_SHOT_BYTES, two-shot (reduce-scatter by loads, then
-// all-gather) above, in pieces of half the arena; every dtype and op, the
-// 16-bit floats accumulating in float32. barrier is a one-element
+// rank stores its contribution into every peer's arena and reduces what it
+// received) up to RELAY_CUDA_IPC_ONE_SHOT_BYTES, two-shot (each rank
+// reduces one slice and stores the result into every peer's arena) above,
+// in pieces that fit the arena (a 64 MiB arena takes 16 MiB pieces on 2
+// ranks); every dtype and op, the 16-bit floats accumulating in float32. barrier is a one-element
 // all_reduce. Other collectives and point-to-point are Unimplemented for
 // now: use the nccl transport for them.
 //

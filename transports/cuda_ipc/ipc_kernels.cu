@@ -4,9 +4,9 @@
 // Each block owns the same share of the data on every rank (the grid is a
 // function of the call alone), so ranks synchronise block by block through
 // per-block flags and no grid-wide barrier is needed. A flag is raised with
-// a system-scope release after the block's writes and read with a
-// system-scope acquire; peers' data is read bypassing L1 (ld.cg), since an
-// arena half is written again two calls later.
+// a system-scope release after the block's stores into the peer's arena,
+// and read with a system-scope acquire; slots are read bypassing L1
+// (ld.cg), since peers write them again two calls later.
 //
 // Sums accumulate across all ranks in the widened type (float32 for
 // float16 and bfloat16) and round once; every rank adds the contributions
@@ -102,12 +102,14 @@ __device__ void Report(const AllReduceLaunch& p, int code, int peer) {
 // Block `block` raises its flag of `phase` in every peer's arena and waits
 // for every peer's in its own. False (on every thread) if it gave up.
 __device__ bool Barrier(const AllReduceLaunch& p, int phase, int block, uint32_t epoch) {
+  // Every thread's stores into peers' arenas are done (acknowledged) before
+  // any flag goes up.
+  __threadfence_system();
   __syncthreads();
   bool ok = true;
   const int t = threadIdx.x;
   if (t < p.size && t != p.rank) {
     const size_t row = (size_t{static_cast<size_t>(phase)} * kMaxBlocks + block) * kMaxRanks;
-    __threadfence_system();
     StoreRelease(Flags(p.arenas[t]) + row + p.rank, epoch);
     const uint32_t* mine = Flags(p.arenas[p.rank]) + row + t;
     const uint64_t start = GlobalTimer();
@@ -140,107 +142,147 @@ __device__ __forceinline__ Range Split(size_t begin, size_t end, int part, int p
   return {b, begin + min(n, each * (part + 1))};
 }
 
-template <typename R>
-__device__ __forceinline__ void Copy(R* dst, const R* src, Range r) {
-  for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) dst[i] = src[i];
-}
-
-template <typename R>
-__device__ __forceinline__ void CopyFromPeer(R* dst, const R* src, Range r) {
-  for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) dst[i] = __ldcg(src + i);
-}
-
-// out[i] (and arena_out[i], if given) = every rank's unit i reduced, for
-// units of type R holding sizeof(R) / sizeof(T) elements.
-template <typename T, typename R, IpcOp kOp>
-__device__ __forceinline__ void Reduce(const AllReduceLaunch& p, int half, Range r,
-                                       R* out, R* arena_out) {
-  using A = typename Acc<T>::type;
-  constexpr int kLanes = sizeof(R) / sizeof(T);
-  union Unit {
-    R raw;
-    T e[kLanes];
-  };
-  const R* own = static_cast<const R*>(p.input);
-  for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
-    A acc[kLanes];
-    for (int q = 0; q < p.size; ++q) {
-      Unit u;
-      u.raw = q == p.rank
-                  ? own[i]
-                  : __ldcg(reinterpret_cast<const R*>(Data(p.arenas[q], half, p.half_bytes)) + i);
-#pragma unroll
-      for (int l = 0; l < kLanes; ++l) {
-        acc[l] = q == 0 ? Widen(u.e[l]) : Apply<kOp>(acc[l], Widen(u.e[l]));
-      }
-    }
-    Unit o;
-#pragma unroll
-    for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[l], p.size));
-    out[i] = o.raw;
-    if (arena_out != nullptr) arena_out[i] = o.raw;
-  }
+// Slot `slot` of `arena`'s half `half` (ArenaLayout::SlotBytes).
+__device__ __forceinline__ char* Slot(const AllReduceLaunch& p, void* arena, int half,
+                                      int slot) {
+  return Data(arena, half, p.half_bytes) + static_cast<size_t>(slot) * p.slot_bytes;
 }
 
 // R: the unit the body moves (16 bytes where the buffers allow, else one
-// element); the elements after the last whole unit go through block 0 one
-// by one.
+// element); the elements after the last whole unit (fewer than 16 bytes)
+// go through block 0, one-shot, in each contribution slot's tail.
 template <typename T, typename R, IpcOp kOp>
 __global__ void __launch_bounds__(kThreads) AllReduceKernel(AllReduceLaunch p) {
+  using A = typename Acc<T>::type;
   using E = typename RawOf<sizeof(T)>::type;
   constexpr int kLanes = sizeof(R) / sizeof(T);
   __shared__ uint32_t s_epoch;
   const int b = blockIdx.x;
   const int blocks = gridDim.x;
-  uint32_t* counter = Counters(p.arenas[p.rank]) + b;
+  void* own_arena = p.arenas[p.rank];
+  uint32_t* counter = Counters(own_arena) + b;
   if (threadIdx.x == 0) s_epoch = *counter + 1;
   __syncthreads();
   const uint32_t epoch = s_epoch;
   const int half = epoch & 1;
-  char* mine = Data(p.arenas[p.rank], half, p.half_bytes);
+  const int n = p.size;
   const size_t units = p.count / kLanes;
-  const Range tail{units * kLanes, p.count};
+  const size_t tail_begin = units * kLanes;
+  const size_t tail = p.count - tail_begin;
   const R* in = static_cast<const R*>(p.input);
   R* out = static_cast<R*>(p.output);
-  R* arena = reinterpret_cast<R*>(mine);
+  const size_t tail_offset = p.slot_bytes - ArenaLayout::kTailBytes;
+
+  // The tail, one-shot: pushed by block 0 with the body, reduced after the
+  // first barrier.
+  auto push_tail = [&] {
+    const E* src = static_cast<const E*>(p.input) + tail_begin;
+    for (int s = 0; s < n; ++s) {
+      if (s == p.rank) continue;
+      E* dst = reinterpret_cast<E*>(Slot(p, p.arenas[s], half, p.rank) + tail_offset);
+      for (size_t i = threadIdx.x; i < tail; i += blockDim.x) dst[i] = src[i];
+    }
+  };
+  auto reduce_tail = [&] {
+    const E* own = static_cast<const E*>(p.input) + tail_begin;
+    E* dst = static_cast<E*>(p.output) + tail_begin;
+    for (size_t i = threadIdx.x; i < tail; i += blockDim.x) {
+      A acc{};
+      for (int q = 0; q < n; ++q) {
+        const E* src = q == p.rank
+                           ? own
+                           : reinterpret_cast<const E*>(Slot(p, own_arena, half, q) + tail_offset);
+        union { E raw; T e; } u;
+        u.raw = src[i];
+        acc = q == 0 ? Widen(u.e) : Apply<kOp>(acc, Widen(u.e));
+      }
+      union { E raw; T e; } o;
+      o.e = Narrow<T>(Finish<kOp>(acc, n));
+      dst[i] = o.raw;
+    }
+  };
+  // dst[dst_base + i] = the ranks' units i reduced in rank order (this
+  // rank's from own[own_base + i], the others' from their slots here); with
+  // push_result, also stored into every peer's result slot for this rank.
+  auto reduce = [&](Range r, const R* own, size_t own_base, R* dst, size_t dst_base,
+                    bool push_result) {
+    union Unit {
+      R raw;
+      T e[kLanes];
+    };
+    for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+      A acc[kLanes];
+      for (int q = 0; q < n; ++q) {
+        Unit u;
+        u.raw = q == p.rank ? own[own_base + i]
+                            : __ldcg(reinterpret_cast<const R*>(Slot(p, own_arena, half, q)) + i);
+#pragma unroll
+        for (int l = 0; l < kLanes; ++l) {
+          acc[l] = q == 0 ? Widen(u.e[l]) : Apply<kOp>(acc[l], Widen(u.e[l]));
+        }
+      }
+      Unit o;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[l], n));
+      dst[dst_base + i] = o.raw;
+      if (push_result) {
+        for (int s = 0; s < n; ++s) {
+          if (s != p.rank) {
+            reinterpret_cast<R*>(Slot(p, p.arenas[s], half, n + p.rank))[i] = o.raw;
+          }
+        }
+      }
+    }
+  };
 
   bool ok = true;
   if (!p.two_shot) {
+    // Every rank pushes its whole contribution to every peer and reduces
+    // locally.
     const Range r = Split(0, units, b, blocks);
-    Copy(arena, in, r);
-    if (b == 0) Copy(reinterpret_cast<E*>(mine), static_cast<const E*>(p.input), tail);
+    for (int s = 0; s < n; ++s) {
+      if (s == p.rank) continue;
+      R* dst = reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank));
+      for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) dst[i] = in[i];
+    }
+    if (b == 0) push_tail();
     ok = Barrier(p, 0, b, epoch);
     if (ok) {
-      Reduce<T, R, kOp>(p, half, r, out, nullptr);
-      if (b == 0) {
-        Reduce<T, E, kOp>(p, half, tail, static_cast<E*>(p.output), nullptr);
-      }
+      reduce(r, in, 0, out, 0, false);
+      if (b == 0) reduce_tail();
     }
   } else {
-    // Slice s of the units is reduced by rank s: everyone copies the other
-    // slices into its arena, rank s reduces slice s from every arena into
-    // its own (and its output), and everyone copies slice s from rank s.
-    for (int s = 0; s < p.size; ++s) {
-      if (s != p.rank) Copy(arena, in, Split(Split(0, units, s, p.size).begin,
-                                            Split(0, units, s, p.size).end, b, blocks));
+    // Rank s reduces slice s: every rank pushes slice s of its input into
+    // rank s's slot for it, rank s reduces the slice from its slots and
+    // pushes the result into every peer's result slot, and every rank
+    // copies the other slices' results out of its own arena.
+    for (int s = 0; s < n; ++s) {
+      if (s == p.rank) continue;
+      const Range slice = Split(0, units, s, n);
+      const Range part = Split(0, slice.end - slice.begin, b, blocks);
+      R* dst = reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank));
+      for (size_t i = part.begin + threadIdx.x; i < part.end; i += blockDim.x) {
+        dst[i] = in[slice.begin + i];
+      }
     }
-    if (b == 0) Copy(reinterpret_cast<E*>(mine), static_cast<const E*>(p.input), tail);
+    if (b == 0) push_tail();
     ok = Barrier(p, 0, b, epoch);
     if (ok) {
-      const Range slice = Split(0, units, p.rank, p.size);
-      Reduce<T, R, kOp>(p, half, Split(slice.begin, slice.end, b, blocks), out, arena);
-      if (b == 0) {
-        Reduce<T, E, kOp>(p, half, tail, static_cast<E*>(p.output), nullptr);
-      }
+      const Range slice = Split(0, units, p.rank, n);
+      reduce(Split(0, slice.end - slice.begin, b, blocks), in, slice.begin, out,
+             slice.begin, true);
+      if (b == 0) reduce_tail();
       ok = Barrier(p, 1, b, epoch);
     }
     if (ok) {
-      for (int s = 0; s < p.size; ++s) {
+      for (int s = 0; s < n; ++s) {
         if (s == p.rank) continue;
-        const Range slice = Split(0, units, s, p.size);
-        CopyFromPeer(out,
-                     reinterpret_cast<const R*>(Data(p.arenas[s], half, p.half_bytes)),
-                     Split(slice.begin, slice.end, b, blocks));
+        const Range slice = Split(0, units, s, n);
+        const Range part = Split(0, slice.end - slice.begin, b, blocks);
+        const R* src = reinterpret_cast<const R*>(Slot(p, own_arena, half, n + s));
+        for (size_t i = part.begin + threadIdx.x; i < part.end; i += blockDim.x) {
+          out[slice.begin + i] = __ldcg(src + i);
+        }
       }
     }
   }
@@ -257,11 +299,11 @@ __global__ void TeardownKernel(AllReduceLaunch p) {
 }
 
 int Blocks(const AllReduceLaunch& p, size_t units) {
-  // Enough blocks for the units each one reduces to keep its threads busy
-  // a few times over, no more: every block takes part in every barrier.
+  // A unit per thread up to kMaxBlocks blocks: more blocks keep more stores
+  // in flight, fewer take part in fewer barriers.
   const size_t work = p.two_shot ? units / p.size : units;
-  const size_t want = (work + 4 * kThreads - 1) / (4 * kThreads);
-  return static_cast<int>(want < 1 ? 1 : (want > 32 ? 32 : want));
+  const size_t want = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
 }
 
 template <typename T, IpcOp kOp>

@@ -6,6 +6,11 @@
 // kernel copies this rank's contribution into its own arena, raises its
 // flag in each peer's arena, waits for theirs, and reads theirs.
 //
+// Data moves by stores into the peers' arenas (NVLink carries posted writes
+// at full rate, where loads from a peer wait a round trip each) and is read
+// locally: each arena half holds a slot per rank for its contribution and
+// a slot per rank for its reduced slice (ArenaLayout::SlotBytes).
+//
 // Synchronisation lives in device memory only, so a launch needs no host in
 // its path and a CUDA graph can replay it: each block keeps its own call
 // counter (epoch) in its arena, every call adds one, and the epoch's parity
@@ -36,6 +41,14 @@ struct ArenaLayout {
   static constexpr size_t kDataOffset = 16384;
   static_assert((kFlagWords + kCounterWords) * 4 <= kDataOffset);
   static size_t Bytes(size_t half_bytes) { return kDataOffset + 2 * half_bytes; }
+  // A half holds 2 x `ranks` slots of this many bytes (a multiple of 256):
+  // slot q < ranks takes rank q's contribution, slot ranks + q rank q's
+  // reduced slice. The last kTailBytes of a contribution slot take the
+  // elements after the last whole 16-byte unit.
+  static size_t SlotBytes(size_t half_bytes, int ranks) {
+    return half_bytes / (2 * static_cast<size_t>(ranks)) / 256 * 256;
+  }
+  static constexpr size_t kTailBytes = 64;
 };
 
 enum class IpcType : int {
@@ -61,6 +74,9 @@ struct AllReduceLaunch {
   int size = 1;
   void* arenas[kMaxRanks] = {};  // Every rank's arena, as this process sees it.
   size_t half_bytes = 0;
+  size_t slot_bytes = 0;  // ArenaLayout::SlotBytes(half_bytes, size).
+  // One-shot: count's bytes <= slot_bytes - kTailBytes. Two-shot: each
+  // rank's slice (count / size, rounded up to whole 16-byte units) too.
   bool two_shot = false;
   // Give up waiting for a peer after this long (nanoseconds of the GPU's
   // global timer), or once *abort_flag is non-zero.
