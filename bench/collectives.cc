@@ -606,11 +606,13 @@ int Finish(const Flags& f, const std::vector<bench::Reporter>& reporters,
   return exit_code;
 }
 
-// --bind auto pins ranks, except over nccl: NCCL's proxy and helper threads
-// inherit the CPU mask of the thread that creates the communicator, and
-// pinned to the rank's one core they added about 10 us to every call on
-// 2 H200s. Unpinned, NCCL places its threads near the GPU itself.
-bool AutoBinds(const Flags& f) { return f.transport != "nccl"; }
+// --bind auto pins ranks, except over the GPU transports: their helper
+// threads (NCCL's proxy, the watchdogs) inherit the CPU mask of the thread
+// that creates the communicator, and pinned to the rank's one core NCCL's
+// added about 10 us to every call on 2 H200s.
+bool AutoBinds(const Flags& f) {
+  return f.transport != "nccl" && f.transport != "cuda_ipc";
+}
 
 // This process is one rank of a launched job.
 int RunLaunchedRank(const Flags& f, std::vector<bench::Reporter>& reporters,

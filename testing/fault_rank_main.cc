@@ -23,10 +23,16 @@
 // would, and SIGKILLs itself when it wakes. No transport notices a stopped
 // process (its connections stay open), so only the failure monitor's
 // heartbeats can tell the survivors.
+// With --device 1 the buffers live on the GPU of the rank's LOCAL_RANK (for
+// the GPU transports: RELAY_TRANSPORT=cuda_ipc or nccl), and each survivor
+// then checks that its GPU still works (a copy there and back), printing
+// "rank R: GPU usable after the failure"; exit 3 if it is not.
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "relay.h"
+#include "testing/device_memory.h"
 
 namespace relay {
 namespace {
@@ -62,7 +69,7 @@ void FreezeFor(int seconds, int rank, int op) {
 
 int Main(int argc, char** argv) {
   int victim = 1, after = 3, timeout_s = 3, within_s = -1, shrink = 0;
-  int freeze_s = 0;
+  int freeze_s = 0, device = 0;
   int64_t count = 1 << 20;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -71,7 +78,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr,
                    "fault_rank: %s wants a non-negative integer\n"
                    "flags: --victim R --after N --timeout S --within S "
-                   "--shrink 0|1 --freeze S --count N\n",
+                   "--shrink 0|1 --freeze S --count N --device 0|1\n",
                    flag.c_str());
       return 2;
     }
@@ -90,8 +97,28 @@ int Main(int argc, char** argv) {
       freeze_s = static_cast<int>(v);
     } else if (flag == "--count") {
       count = v;
+    } else if (flag == "--device") {
+      device = static_cast<int>(v);
     } else {
       std::fprintf(stderr, "fault_rank: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (device && shrink) {
+    std::fprintf(stderr, "fault_rank: --shrink runs on host buffers only\n");
+    return 2;
+  }
+  int gpu = -1;
+  if (device) {
+    const char* local = std::getenv("LOCAL_RANK");
+    const int gpus = VisibleDeviceCount();
+    if (gpus == 0) {
+      std::fprintf(stderr, "fault_rank: --device 1 but no GPU is visible\n");
+      return 2;
+    }
+    gpu = (local != nullptr ? std::atoi(local) : 0) % gpus;
+    if (absl::Status s = SetCurrentDevice(gpu); !s.ok()) {
+      std::fprintf(stderr, "fault_rank: %s\n", s.ToString().c_str());
       return 2;
     }
   }
@@ -111,9 +138,28 @@ int Main(int argc, char** argv) {
   };
   std::vector<float> in(static_cast<size_t>(count)), out(in.size());
   for (size_t j = 0; j < in.size(); ++j) in[j] = input(rank, j);
+  ConstBuffer send = ConstBuffer::Of(in);
+  Buffer recv = Buffer::Of(out);
+  DeviceBytes device_in, device_out;
+  if (device) {
+    const size_t bytes = in.size() * sizeof(float);
+    absl::StatusOr<DeviceBytes> a = DeviceBytes::Allocate(bytes);
+    absl::StatusOr<DeviceBytes> b = DeviceBytes::Allocate(bytes);
+    absl::Status s = a.ok() ? b.status() : a.status();
+    if (s.ok()) s = a->CopyFrom(in.data(), bytes);
+    if (!s.ok()) {
+      std::fprintf(stderr, "fault_rank: %s\n", s.ToString().c_str());
+      return 2;
+    }
+    device_in = *std::move(a);
+    device_out = *std::move(b);
+    send = ConstBuffer::Of(reinterpret_cast<const float*>(device_in.data()), in.size(),
+                           Device::Cuda(gpu));
+    recv = Buffer::Of(reinterpret_cast<float*>(device_out.data()), out.size(),
+                      Device::Cuda(gpu));
+  }
   for (int i = 0; i < after + 50; ++i) {
-    absl::StatusOr<Request> r = (*comm)->AllReduce(
-        ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum);
+    absl::StatusOr<Request> r = (*comm)->AllReduce(send, recv, ReduceOp::kSum);
     if (!r.ok()) {
       std::printf("rank %d: all_reduce #%d not posted: %s\n", rank, i,
                   r.status().ToString().c_str());
@@ -139,6 +185,21 @@ int Main(int argc, char** argv) {
     if (!expected_code || !in_time) return 3;
     // The group is broken: leave, or carry on without the victim.
     (*comm)->Abort(s).IgnoreError();
+    if (device) {
+      // The GPU still takes work: a copy there and back.
+      std::vector<float> back(in.size());
+      absl::Status works = device_in.CopyFrom(in.data(), in.size() * sizeof(float));
+      if (works.ok()) works = device_in.CopyTo(back.data(), back.size() * sizeof(float));
+      if (works.ok() && std::memcmp(back.data(), in.data(), back.size() * sizeof(float)) != 0) {
+        works = absl::DataLossError("the copy came back different");
+      }
+      if (!works.ok()) {
+        std::printf("rank %d: GPU not usable after the failure: %s\n", rank,
+                    works.ToString().c_str());
+        return 3;
+      }
+      std::printf("rank %d: GPU usable after the failure\n", rank);
+    }
     if (!shrink) return 0;
     absl::StatusOr<std::unique_ptr<Communicator>> smaller =
         (*comm)->Shrink({&victim, 1});

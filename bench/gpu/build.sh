@@ -30,6 +30,7 @@ targets=(
   //collectives:device_reduce_test
   //examples:overlap_streams
   //testing:conformance_rank
+  //testing:fault_rank
   //transports/loopback:loopback_device_test
   //transports/nccl:nccl_transport_test
   //transports/cuda_ipc:cuda_ipc_transport_test

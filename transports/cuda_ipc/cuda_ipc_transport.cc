@@ -40,6 +40,10 @@ static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg))
 
 constexpr uint64_t kDefaultArenaBytes = 64ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 256ull << 10;
+// All_reduces up to this size take the low-latency path (data and epoch in
+// one store; ipc_kernels.h), which doubles the bytes sent to save the
+// barrier's round trip.
+constexpr size_t kLowLatencyBytes = 64 << 10;
 // How long the teardown barrier waits for a peer that never comes.
 constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
 // How often the watchdog looks at pending requests.
@@ -381,6 +385,8 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
   l.two_shot = !one_shot;
+  l.low_latency = one_shot && c.size > 1 && count * esize <= kLowLatencyBytes &&
+                  2 * ((count * esize + 7) / 8 * 8) <= c.slot_bytes;
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;

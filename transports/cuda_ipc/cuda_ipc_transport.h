@@ -21,7 +21,9 @@
 // received) up to RELAY_CUDA_IPC_ONE_SHOT_BYTES, two-shot (each rank
 // reduces one slice and stores the result into every peer's arena) above,
 // in pieces that fit the arena (a 64 MiB arena takes 16 MiB pieces on 2
-// ranks); every dtype and op, the 16-bit floats accumulating in float32. barrier is a one-element
+// ranks); every dtype and op, the 16-bit floats accumulating in float32.
+// Up to 64 KB the one-shot sends each 4 data bytes with the call's epoch in
+// one 8-byte store, and receivers poll the data itself (no barrier). barrier is a one-element
 // all_reduce. Other collectives and point-to-point are Unimplemented for
 // now: use the nccl transport for them.
 //

@@ -88,8 +88,9 @@ TEST(CudaIpcTransportTest, NotViableWithoutGpuSaysWhy) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
 }
 
-// Every dtype and op; one-shot, two-shot and tails that are not whole
-// 16-byte units; aligned and misaligned buffers; in place and not.
+// Every dtype and op; the low-latency path, one-shot, two-shot, and tails
+// that are not whole 16-byte units; aligned and misaligned buffers; in
+// place and not.
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
   absl::Status s = RunRanks(
@@ -98,7 +99,8 @@ TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
         int salt = 0;
         for (DataType dtype : AllDataTypes()) {
           for (ReduceOp op : AllReduceOps()) {
-            for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{300001}}) {
+            for (size_t count : {size_t{1}, size_t{13}, size_t{4099}, size_t{30011},
+                                  size_t{300001}}) {
               RELAY_RETURN_IF_ERROR(
                   CheckAllReduce(comm, dtype, op, count, 0, false, ++salt));
             }

@@ -95,8 +95,69 @@ __device__ __forceinline__ uint64_t GlobalTimer() {
   return t;
 }
 
+// The call's epoch: one more than the calls this rank's arena has seen.
+__device__ __forceinline__ uint32_t BeginCall(void* arena, int counter) {
+  __shared__ uint32_t s_epoch;
+  if (threadIdx.x == 0) {
+    s_epoch = *reinterpret_cast<volatile uint32_t*>(Counters(arena) + counter) + 1;
+  }
+  __syncthreads();
+  return s_epoch;
+}
+
+// The last block of the call to finish advances the call counter; the next
+// call on this rank (a later kernel) reads it.
+__device__ __forceinline__ void EndCall(void* arena, int counter, uint32_t epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* c = Counters(arena) + counter;
+    if (atomicAdd(c + 1, 1u) == gridDim.x - 1) {
+      c[1] = 0;
+      c[0] = epoch;
+      __threadfence();
+    }
+  }
+}
+
+__device__ __forceinline__ void StoreLowLatency(uint2* p, uint32_t data, uint32_t epoch) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(data), "r"(epoch)
+               : "memory");
+}
+
 __device__ void Report(const AllReduceLaunch& p, int code, int peer) {
   if (p.error != nullptr) *reinterpret_cast<volatile int*>(p.error) = code | (peer << 8);
+}
+
+// The 4 data bytes of a low-latency word once its epoch is `epoch`; false
+// if it gave up (the deadline or an abort; `*failed` tells the block's
+// other threads to stop waiting too).
+__device__ bool WaitLowLatency(const AllReduceLaunch& p, const uint2* word, uint32_t epoch,
+                               int peer, volatile int* failed, uint32_t* data) {
+  uint64_t start = 0;
+  uint32_t spins = 0;
+  while (true) {
+    uint32_t d, e;
+    asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(d), "=r"(e) : "l"(word)
+                 : "memory");
+    if (e == epoch) {
+      *data = d;
+      return true;
+    }
+    if ((++spins & 255) != 0) continue;
+    if (*failed) return false;
+    if (start == 0) start = GlobalTimer();
+    int code = 0;
+    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
+      code = kErrorAborted;
+    } else if (GlobalTimer() - start > p.timeout_ns) {
+      code = kErrorTimeout;
+    }
+    if (code != 0) {
+      Report(p, code, peer);
+      *failed = 1;
+      return false;
+    }
+  }
 }
 
 // Block `block` raises its flag of `phase` in every peer's arena and waits
@@ -142,6 +203,26 @@ __device__ __forceinline__ Range Split(size_t begin, size_t end, int part, int p
   return {b, begin + min(n, each * (part + 1))};
 }
 
+// dst[base_d + i] = src[base_s + i] for i in [r.begin, r.end), the block's
+// threads striding, four units in flight per thread (a peer's memory is a
+// round trip away; stores to it are posted).
+template <typename R>
+__device__ __forceinline__ void CopyUnits(R* __restrict__ dst, size_t base_d,
+                                          const R* __restrict__ src, size_t base_s,
+                                          Range r) {
+  constexpr int kUnroll = 4;
+  const size_t stride = blockDim.x;
+  size_t i = r.begin + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < r.end; i += kUnroll * stride) {
+    R v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(src + base_s + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) dst[base_d + i + u * stride] = v[u];
+  }
+  for (; i < r.end; i += stride) dst[base_d + i] = __ldcg(src + base_s + i);
+}
+
 // Slot `slot` of `arena`'s half `half` (ArenaLayout::SlotBytes).
 __device__ __forceinline__ char* Slot(const AllReduceLaunch& p, void* arena, int half,
                                       int slot) {
@@ -156,14 +237,10 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(AllReduceLaunch p) {
   using A = typename Acc<T>::type;
   using E = typename RawOf<sizeof(T)>::type;
   constexpr int kLanes = sizeof(R) / sizeof(T);
-  __shared__ uint32_t s_epoch;
   const int b = blockIdx.x;
   const int blocks = gridDim.x;
   void* own_arena = p.arenas[p.rank];
-  uint32_t* counter = Counters(own_arena) + b;
-  if (threadIdx.x == 0) s_epoch = *counter + 1;
-  __syncthreads();
-  const uint32_t epoch = s_epoch;
+  const uint32_t epoch = BeginCall(own_arena, 0);
   const int half = epoch & 1;
   const int n = p.size;
   const size_t units = p.count / kLanes;
@@ -210,25 +287,42 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(AllReduceLaunch p) {
       R raw;
       T e[kLanes];
     };
-    for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
-      A acc[kLanes];
+    // Two units a thread per step, so that twice the loads are in flight.
+    constexpr int kUnroll = 2;
+    const size_t stride = blockDim.x;
+    for (size_t first = r.begin + threadIdx.x; first < r.end; first += kUnroll * stride) {
+      A acc[kUnroll][kLanes];
       for (int q = 0; q < n; ++q) {
-        Unit u;
-        u.raw = q == p.rank ? own[own_base + i]
-                            : __ldcg(reinterpret_cast<const R*>(Slot(p, own_arena, half, q)) + i);
+        const R* src = q == p.rank
+                           ? own + own_base
+                           : reinterpret_cast<const R*>(Slot(p, own_arena, half, q));
+        Unit u[kUnroll];
 #pragma unroll
-        for (int l = 0; l < kLanes; ++l) {
-          acc[l] = q == 0 ? Widen(u.e[l]) : Apply<kOp>(acc[l], Widen(u.e[l]));
+        for (int k = 0; k < kUnroll; ++k) {
+          const size_t i = first + k * stride;
+          if (i < r.end) u[k].raw = __ldcg(src + i);
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+#pragma unroll
+          for (int l = 0; l < kLanes; ++l) {
+            acc[k][l] = q == 0 ? Widen(u[k].e[l]) : Apply<kOp>(acc[k][l], Widen(u[k].e[l]));
+          }
         }
       }
-      Unit o;
 #pragma unroll
-      for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[l], n));
-      dst[dst_base + i] = o.raw;
-      if (push_result) {
-        for (int s = 0; s < n; ++s) {
-          if (s != p.rank) {
-            reinterpret_cast<R*>(Slot(p, p.arenas[s], half, n + p.rank))[i] = o.raw;
+      for (int k = 0; k < kUnroll; ++k) {
+        const size_t i = first + k * stride;
+        if (i >= r.end) break;
+        Unit o;
+#pragma unroll
+        for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[k][l], n));
+        dst[dst_base + i] = o.raw;
+        if (push_result) {
+          for (int s = 0; s < n; ++s) {
+            if (s != p.rank) {
+              reinterpret_cast<R*>(Slot(p, p.arenas[s], half, n + p.rank))[i] = o.raw;
+            }
           }
         }
       }
@@ -236,14 +330,60 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(AllReduceLaunch p) {
   };
 
   bool ok = true;
-  if (!p.two_shot) {
+  if (p.low_latency) {
+    // Units of 8 data bytes (whole elements), each sent as two 8-byte
+    // stores of 4 data bytes and the epoch.
+    constexpr int kPer = 8 / sizeof(T);
+    union Word {
+      unsigned long long raw;
+      uint32_t w[2];
+      T e[kPer];
+    };
+    __shared__ int s_failed;
+    if (threadIdx.x == 0) s_failed = 0;
+    __syncthreads();
+    const T* in_t = static_cast<const T*>(p.input);
+    T* out_t = static_cast<T*>(p.output);
+    const Range r = Split(0, (p.count + kPer - 1) / kPer, b, blocks);
+    for (size_t i = r.begin + threadIdx.x; i < r.end && ok; i += blockDim.x) {
+      Word mine;
+      mine.raw = 0;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (i * kPer + k < p.count) mine.e[k] = in_t[i * kPer + k];
+      }
+      for (int s = 0; s < n; ++s) {
+        if (s == p.rank) continue;
+        uint2* dst = reinterpret_cast<uint2*>(Slot(p, p.arenas[s], half, p.rank)) + 2 * i;
+        StoreLowLatency(dst, mine.w[0], epoch);
+        StoreLowLatency(dst + 1, mine.w[1], epoch);
+      }
+      A acc[kPer];
+      for (int q = 0; q < n && ok; ++q) {
+        Word got = mine;
+        if (q != p.rank) {
+          const uint2* src = reinterpret_cast<const uint2*>(Slot(p, own_arena, half, q)) + 2 * i;
+          ok = WaitLowLatency(p, src, epoch, q, &s_failed, &got.w[0]) &&
+               WaitLowLatency(p, src + 1, epoch, q, &s_failed, &got.w[1]);
+        }
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          acc[k] = q == 0 ? Widen(got.e[k]) : Apply<kOp>(acc[k], Widen(got.e[k]));
+        }
+      }
+      if (!ok) break;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (i * kPer + k < p.count) out_t[i * kPer + k] = Narrow<T>(Finish<kOp>(acc[k], n));
+      }
+    }
+  } else if (!p.two_shot) {
     // Every rank pushes its whole contribution to every peer and reduces
     // locally.
     const Range r = Split(0, units, b, blocks);
     for (int s = 0; s < n; ++s) {
       if (s == p.rank) continue;
-      R* dst = reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank));
-      for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) dst[i] = in[i];
+      CopyUnits(reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank)), 0, in, 0, r);
     }
     if (b == 0) push_tail();
     ok = Barrier(p, 0, b, epoch);
@@ -260,10 +400,8 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(AllReduceLaunch p) {
       if (s == p.rank) continue;
       const Range slice = Split(0, units, s, n);
       const Range part = Split(0, slice.end - slice.begin, b, blocks);
-      R* dst = reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank));
-      for (size_t i = part.begin + threadIdx.x; i < part.end; i += blockDim.x) {
-        dst[i] = in[slice.begin + i];
-      }
+      CopyUnits(reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank)), 0, in,
+                slice.begin, part);
     }
     if (b == 0) push_tail();
     ok = Barrier(p, 0, b, epoch);
@@ -279,29 +417,26 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(AllReduceLaunch p) {
         if (s == p.rank) continue;
         const Range slice = Split(0, units, s, n);
         const Range part = Split(0, slice.end - slice.begin, b, blocks);
-        const R* src = reinterpret_cast<const R*>(Slot(p, own_arena, half, n + s));
-        for (size_t i = part.begin + threadIdx.x; i < part.end; i += blockDim.x) {
-          out[slice.begin + i] = __ldcg(src + i);
-        }
+        CopyUnits(out, slice.begin,
+                  reinterpret_cast<const R*>(Slot(p, own_arena, half, n + s)), 0, part);
       }
     }
   }
-  if (threadIdx.x == 0) *counter = epoch;
+  EndCall(own_arena, 0, epoch);
 }
 
 __global__ void TeardownKernel(AllReduceLaunch p) {
-  __shared__ uint32_t s_epoch;
-  uint32_t* counter = Counters(p.arenas[p.rank]) + kTeardownPhase * kMaxBlocks;
-  if (threadIdx.x == 0) s_epoch = *counter + 1;
-  __syncthreads();
-  Barrier(p, kTeardownPhase, 0, s_epoch);
-  if (threadIdx.x == 0) *counter = s_epoch;
+  const uint32_t epoch = BeginCall(p.arenas[p.rank], 2);
+  Barrier(p, kTeardownPhase, 0, epoch);
+  EndCall(p.arenas[p.rank], 2, epoch);
 }
 
-int Blocks(const AllReduceLaunch& p, size_t units) {
+int Blocks(const AllReduceLaunch& p, size_t units, size_t esize) {
   // A unit per thread up to kMaxBlocks blocks: more blocks keep more stores
   // in flight, fewer take part in fewer barriers.
-  const size_t work = p.two_shot ? units / p.size : units;
+  const size_t work = p.low_latency ? (p.count * esize + 7) / 8
+                     : p.two_shot  ? units / p.size
+                                   : units;
   const size_t want = (work + kThreads - 1) / kThreads;
   return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
 }
@@ -312,10 +447,10 @@ int Launch(const AllReduceLaunch& p, cudaStream_t stream) {
   const bool aligned = (reinterpret_cast<uintptr_t>(p.input) % 16) == 0 &&
                        (reinterpret_cast<uintptr_t>(p.output) % 16) == 0;
   if (aligned) {
-    const int blocks = Blocks(p, p.count / (16 / sizeof(T)));
+    const int blocks = Blocks(p, p.count / (16 / sizeof(T)), sizeof(T));
     AllReduceKernel<T, uint4, kOp><<<blocks, kThreads, 0, stream>>>(p);
   } else {
-    const int blocks = Blocks(p, p.count);
+    const int blocks = Blocks(p, p.count, sizeof(T));
     AllReduceKernel<T, E, kOp><<<blocks, kThreads, 0, stream>>>(p);
   }
   return static_cast<int>(cudaGetLastError());

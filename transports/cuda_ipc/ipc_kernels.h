@@ -12,11 +12,16 @@
 // a slot per rank for its reduced slice (ArenaLayout::SlotBytes).
 //
 // Synchronisation lives in device memory only, so a launch needs no host in
-// its path and a CUDA graph can replay it: each block keeps its own call
-// counter (epoch) in its arena, every call adds one, and the epoch's parity
-// picks the arena half the call uses. A rank starts call k+2 in a half only
-// after it saw every peer arrive at call k+1, by which time they have
-// finished reading call k's data there.
+// its path and a CUDA graph can replay it: the arena holds the rank's call
+// counter (the epoch), which the last block of each call to finish
+// advances, and the epoch's parity picks the arena half the call uses. A
+// rank starts call k+2 in a half only after it saw every peer arrive at
+// call k+1, by which time they have finished call k there, whatever grid
+// either call had.
+//
+// Small all_reduces take the low-latency path: every 4 bytes of data
+// travel with the epoch beside them in one 8-byte store, so a receiver
+// polls the data itself and no flag, fence or barrier is needed.
 #ifndef RELAY_TRANSPORTS_CUDA_IPC_IPC_KERNELS_H_
 #define RELAY_TRANSPORTS_CUDA_IPC_IPC_KERNELS_H_
 
@@ -27,7 +32,7 @@ namespace relay {
 namespace cuda_ipc {
 
 inline constexpr int kMaxRanks = 8;
-inline constexpr int kMaxBlocks = 64;
+inline constexpr int kMaxBlocks = 128;
 inline constexpr int kThreads = 512;
 // Barrier phases: two within an all_reduce, one for the teardown barrier.
 inline constexpr int kPhases = 3;
@@ -37,7 +42,9 @@ inline constexpr int kTeardownPhase = 2;
 // counters, then the two data halves.
 struct ArenaLayout {
   static constexpr size_t kFlagWords = size_t{kPhases} * kMaxBlocks * kMaxRanks;
-  static constexpr size_t kCounterWords = size_t{kPhases} * kMaxBlocks;
+  // [0] calls, [1] blocks of the current call that finished; [2], [3] the
+  // same for teardown barriers.
+  static constexpr size_t kCounterWords = 4;
   static constexpr size_t kDataOffset = 16384;
   static_assert((kFlagWords + kCounterWords) * 4 <= kDataOffset);
   static size_t Bytes(size_t half_bytes) { return kDataOffset + 2 * half_bytes; }
@@ -77,7 +84,10 @@ struct AllReduceLaunch {
   size_t slot_bytes = 0;  // ArenaLayout::SlotBytes(half_bytes, size).
   // One-shot: count's bytes <= slot_bytes - kTailBytes. Two-shot: each
   // rank's slice (count / size, rounded up to whole 16-byte units) too.
+  // Low latency (one-shot only): twice count's bytes, rounded up to 8, fit
+  // a slot.
   bool two_shot = false;
+  bool low_latency = false;
   // Give up waiting for a peer after this long (nanoseconds of the GPU's
   // global timer), or once *abort_flag is non-zero.
   uint64_t timeout_ns = ~uint64_t{0};
