@@ -91,7 +91,7 @@ const Setting kSettings[] = {
      "Device memory each rank of a cuda_ipc communicator maps into every "
      "peer for relay's kernels (two halves, used in turn); a call larger "
      "than a quarter of it runs in pieces."},
-    {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "262144", 0, 68719476736, "",
+    {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "1048576", 0, 68719476736, "",
      "Transports",
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "
      "(one-shot) up to this size, and reduce-scatters then all-gathers "

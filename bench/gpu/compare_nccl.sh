@@ -20,7 +20,9 @@
 # relay's cuda_ipc transport, a process per GPU under relayrun: eager
 # (variant cuda_ipc), queued on each rank's own stream (cuda_ipc-on-stream)
 # and replayed from a CUDA graph (cuda_ipc-graph); CUDA_IPC=0 leaves them
-# out. MIN_SIZE (default 8) is the sweep's first size.
+# out. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
+# sides under other settings (variant cuda_ipc-graph-NAME), e.g.
+# "oneshot8m:RELAY_CUDA_IPC_ONE_SHOT_BYTES=8388608". MIN_SIZE (default 8) is the sweep's first size.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -59,6 +61,10 @@ ${sweep[*]} --transport cuda_ipc --collective $c --json {out}.json"
     sides+=("cuda_ipc=$ipc -c $check"
             "cuda_ipc-on-stream=$ipc -c $check --cuda-stream own --stream-order on"
             "cuda_ipc-graph=$ipc -c 0 --api graph")
+    for spec in ${CUDA_IPC_VARIANTS:-}; do
+      name="${spec%%:*}" vars="${spec#*:}"
+      sides+=("cuda_ipc-graph-$name=env ${vars//,/ } $ipc -c 0 --api graph")
+    done
   fi
   PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
   PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \

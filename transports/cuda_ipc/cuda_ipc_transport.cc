@@ -39,7 +39,7 @@ static_assert(static_cast<int>(IpcType::kBfloat16) ==
 static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg));
 
 constexpr uint64_t kDefaultArenaBytes = 64ull << 20;
-constexpr uint64_t kDefaultOneShotBytes = 256ull << 10;
+constexpr uint64_t kDefaultOneShotBytes = 1ull << 20;
 // All_reduces up to this size take the low-latency path (data and epoch in
 // one store; ipc_kernels.h), which doubles the bytes sent to save the
 // barrier's round trip.
@@ -215,8 +215,16 @@ void Core::WatchdogLoop() {
   while (true) {
     watch_cv.wait(lock, [&] { return stopping || !pending.empty(); });
     if (pending.empty()) return;  // Stopping with nothing left.
-    // Requests finish in posting order (one stream chain).
-    while (!pending.empty() && pending.front()->Check()) pending.pop_front();
+    // Requests finish in posting order (one stream chain). Checked without
+    // the lock, which every post takes.
+    while (!pending.empty()) {
+      std::shared_ptr<IpcRequest> front = pending.front();
+      lock.unlock();
+      const bool finished = front->Check();
+      lock.lock();
+      if (!finished) break;
+      if (!pending.empty() && pending.front() == front) pending.pop_front();
+    }
     if (!pending.empty() && absl::Now() > pending.front()->deadline()) {
       auto late = pending.front();
       lock.unlock();
