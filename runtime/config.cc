@@ -86,16 +86,16 @@ const Setting kSettings[] = {
      "The most blocks a device reduction kernel launches beside the "
      "transport's kernels; 0: a full grid."},
     // Transports.
-    {"RELAY_CUDA_IPC_ARENA_BYTES", K::kCount, "67108864", 1048576,
+    {"RELAY_CUDA_IPC_ARENA_BYTES", K::kCount, "268435456", 1048576,
      68719476736, "", "Transports",
      "Device memory each rank of a cuda_ipc communicator maps into every "
      "peer for relay's kernels (two halves, used in turn); a call larger "
      "than a quarter of it runs in pieces."},
-    {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "1048576", 0, 68719476736, "",
+    {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "4194304", 0, 68719476736, "",
      "Transports",
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "
-     "(one-shot) up to this size, and reduce-scatters then all-gathers "
-     "(two-shot) above it."},
+     "(one-shot) while (ranks - 1) x its bytes stay within this, and "
+     "reduce-scatters then all-gathers (two-shot) above."},
     {"RELAY_NCCL_P2P_CHANNELS", K::kCount, "64", 0, 1024, "", "Transports",
      "Channels of the NCCL transport's point-to-point communicator; 0: "
      "point-to-point on the collectives' communicator."},

@@ -38,8 +38,12 @@ static_assert(static_cast<int>(IpcType::kBfloat16) ==
               static_cast<int>(DataType::kBfloat16));
 static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg));
 
-constexpr uint64_t kDefaultArenaBytes = 64ull << 20;
-constexpr uint64_t kDefaultOneShotBytes = 1ull << 20;
+// Two-shot pieces are a quarter of the arena on 2 ranks, and every piece
+// costs a kernel's ramp and drain: on 2 H200s 64 MiB pieces reached
+// 1.0-1.26x NCCL's busbw from 32 MB where 16 MiB pieces stayed at
+// 0.82-1.0x (docs/design/cuda-ipc-transport.md).
+constexpr uint64_t kDefaultArenaBytes = 256ull << 20;
+constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
 // All_reduces up to this size take the low-latency path (data and epoch in
 // one store; ipc_kernels.h), which doubles the bytes sent to save the
 // barrier's round trip.
@@ -386,8 +390,11 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   // so that every piece of an aligned buffer stays aligned: one-shot pieces
   // fit a slot, two-shot pieces a slot per rank.
   const size_t body = (c.slot_bytes - cuda_ipc::ArenaLayout::kTailBytes) / 16 * 16;
+  // One-shot sends (size - 1) times the bytes two-shot sends about twice,
+  // for one barrier instead of two.
   const bool one_shot =
-      c.size == 1 || (count * esize <= c.one_shot_bytes && count * esize <= body);
+      c.size == 1 ||
+      ((c.size - 1) * count * esize <= c.one_shot_bytes && count * esize <= body);
   const size_t piece = std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
   AllReduceLaunch l = BaseLaunch(deadline);
   l.type = type;

@@ -7,7 +7,7 @@
 // transport uses the CUDA device current on the thread that connects it.
 //
 // Memory. Each rank allocates one arena (RELAY_CUDA_IPC_ARENA_BYTES, default
-// 64 MiB: flags, then two data halves used in turn) with cudaMalloc and
+// 256 MiB: flags, then two data halves used in turn) with cudaMalloc and
 // shares it through cudaIpcGetMemHandle, the handle passing through the
 // communicator's store; a peer in another process opens it with
 // cudaIpcOpenMemHandle, a peer thread of the same process uses the pointer
@@ -18,10 +18,10 @@
 //
 // Collectives. all_reduce by relay's kernels (ipc_kernels.h): one-shot (each
 // rank stores its contribution into every peer's arena and reduces what it
-// received) up to RELAY_CUDA_IPC_ONE_SHOT_BYTES, two-shot (each rank
-// reduces one slice and stores the result into every peer's arena) above,
-// in pieces that fit the arena (a 64 MiB arena takes 16 MiB pieces on 2
-// ranks); every dtype and op, the 16-bit floats accumulating in float32.
+// received) while (ranks - 1) x the bytes stay within
+// RELAY_CUDA_IPC_ONE_SHOT_BYTES (4 MiB), two-shot (each rank reduces one
+// slice and stores the result into every peer's arena) above, in pieces
+// that fit the arena (a quarter of it on 2 ranks); every dtype and op, the 16-bit floats accumulating in float32.
 // Up to 64 KB the one-shot sends each 4 data bytes with the call's epoch in
 // one 8-byte store, and receivers poll the data itself (no barrier). barrier is a one-element
 // all_reduce. Other collectives and point-to-point are Unimplemented for

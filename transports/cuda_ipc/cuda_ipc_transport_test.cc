@@ -91,9 +91,8 @@ TEST(CudaIpcTransportTest, NotViableWithoutGpuSaysWhy) {
 // Every dtype and op; the low-latency path, one-shot, two-shot, and tails
 // that are not whole 16-byte units; aligned and misaligned buffers; in
 // place and not.
-TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
-  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
-  absl::Status s = RunRanks(
+absl::Status EveryDtypeAndOp() {
+  return RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
         int salt = 0;
@@ -110,11 +109,25 @@ TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
         return absl::OkStatus();
       },
       {}, OneGpuPerRank());
+}
+
+TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  absl::Status s = EveryDtypeAndOp();
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// Calls larger than half the arena run in pieces, and many calls in a row
-// use both halves in turn.
+// The same with the one-shot paths off: every size two-shot.
+TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpTwoShot) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  setenv("RELAY_CUDA_IPC_ONE_SHOT_BYTES", "0", 1);
+  absl::Status s = EveryDtypeAndOp();
+  unsetenv("RELAY_CUDA_IPC_ONE_SHOT_BYTES");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Calls larger than a quarter of the arena run in pieces, and many calls
+// in a row use both halves in turn.
 TEST(CudaIpcTransportTest, PiecesAndManyCallsInARow) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   setenv("RELAY_CUDA_IPC_ARENA_BYTES", "1048576", 1);
