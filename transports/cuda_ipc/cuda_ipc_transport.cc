@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/checked_pointers.h"
+#include "runtime/device_buffer_check.h"
 #include "runtime/config.h"
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
@@ -334,32 +334,7 @@ CudaIpcTransport::~CudaIpcTransport() {
 
 absl::Status CudaIpcTransport::CheckMemory(const ConstBuffer& b,
                                            absl::string_view what) const {
-  if (b.count == 0) return absl::OkStatus();
-  if (b.device != Device::Cuda(core_->device)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: ", what, " is declared on ", b.device.ToString(),
-        ", but this rank's communicator runs on cuda:", core_->device));
-  }
-  if (core_->checked_pointers.Contains(b.data)) return absl::OkStatus();
-  cudaPointerAttributes attr;
-  const cudaError_t e = cudaPointerGetAttributes(&attr, b.data);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: ", what, " is not memory CUDA knows: ", cudaGetErrorString(e)));
-  }
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: ", what, " is declared as cuda:", core_->device,
-        " but is host memory"));
-  }
-  if (attr.device != core_->device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: ", what, " lives on cuda:", attr.device,
-        ", but this rank's communicator runs on cuda:", core_->device));
-  }
-  core_->checked_pointers.Add(b.data);
-  return absl::OkStatus();
+  return CheckDeviceBuffer(b, core_->device, "cuda_ipc", what, core_->checked_pointers);
 }
 
 AllReduceLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "runtime/checked_pointers.h"
+#include "runtime/device_buffer_check.h"
 #include "runtime/request.h"
 #include "runtime/status_macros.h"
 #include "runtime/transport.h"

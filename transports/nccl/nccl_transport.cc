@@ -119,7 +119,6 @@ class NcclTransport final : public Transport {
   absl::Status CheckMemory(const ConstBuffer& b,
                            absl::string_view what) const override;
   // The driver's verdict on one address (cudaPointerGetAttributes).
-  absl::Status CheckPointer(const void* data, absl::string_view what) const;
   // Queues `enqueue(stream)` (NCCL calls on `stream`: the transport's, or
   // with kOnStream `user_stream` itself) after the work on `user_stream`,
   // and returns the request of what it queued.
@@ -140,39 +139,7 @@ class NcclTransport final : public Transport {
 
 absl::Status NcclTransport::CheckMemory(const ConstBuffer& b,
                                         absl::string_view what) const {
-  if (b.count == 0) return absl::OkStatus();
-  if (b.device != Device::Cuda(core_->device)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " is declared on ", b.device.ToString(),
-        ", but this rank's communicator runs on cuda:", core_->device));
-  }
-  if (core_->checked_pointers.Contains(b.data)) return absl::OkStatus();
-  RELAY_RETURN_IF_ERROR(CheckPointer(b.data, what));
-  core_->checked_pointers.Add(b.data);
-  return absl::OkStatus();
-}
-
-absl::Status NcclTransport::CheckPointer(const void* data,
-                                         absl::string_view what) const {
-  cudaPointerAttributes attr;
-  const cudaError_t e = cudaPointerGetAttributes(&attr, data);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // Clear the sticky-free error state.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " (", absl::StrFormat("%p", data), ") is not memory CUDA knows: ",
-        cudaGetErrorString(e)));
-  }
-  if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " (", absl::StrFormat("%p", data), ") is declared as ", Device::Cuda(core_->device).ToString(),
-        " but is host memory"));
-  }
-  if (attr.device != core_->device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "nccl: ", what, " (", absl::StrFormat("%p", data), ") lives on cuda:", attr.device,
-        ", but this rank's communicator runs on cuda:", core_->device));
-  }
-  return absl::OkStatus();
+  return CheckDeviceBuffer(b, core_->device, "nccl", what, core_->checked_pointers);
 }
 
 template <typename Enqueue>

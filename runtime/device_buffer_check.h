@@ -1,13 +1,19 @@
-// File: runtime/checked_pointers.h
+// File: runtime/device_buffer_check.h
 //
-// CheckedPointers: the device transports' memory of addresses their
-// CheckMemory already found to be memory of the rank's GPU.
-#ifndef RELAY_RUNTIME_CHECKED_POINTERS_H_
-#define RELAY_RUNTIME_CHECKED_POINTERS_H_
+// The device transports' CheckMemory (NCCL, cuda_ipc): is a buffer declared
+// on a GPU really memory of the rank's GPU? CheckDeviceBuffer asks CUDA
+// (through device_runtime.h) once per address and remembers the answer in
+// a CheckedPointers set.
+#ifndef RELAY_RUNTIME_DEVICE_BUFFER_CHECK_H_
+#define RELAY_RUNTIME_DEVICE_BUFFER_CHECK_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "runtime/buffer.h"
 
 namespace relay {
 
@@ -38,6 +44,16 @@ class CheckedPointers {
   std::atomic<uintptr_t> slots_[kSlots] = {};
 };
 
+// OK if `b` is empty, or declared on cuda:`device` and is memory of that
+// GPU (device or managed memory). Otherwise InvalidArgument naming
+// `transport` and `what` ("send buffer"): declared on another device, host
+// memory or an address CUDA does not know, or memory of another GPU.
+// Addresses that pass go into `checked` and are not asked about again.
+absl::Status CheckDeviceBuffer(const ConstBuffer& b, int device,
+                               absl::string_view transport,
+                               absl::string_view what,
+                               CheckedPointers& checked);
+
 }  // namespace relay
 
-#endif  // RELAY_RUNTIME_CHECKED_POINTERS_H_
+#endif  // RELAY_RUNTIME_DEVICE_BUFFER_CHECK_H_
