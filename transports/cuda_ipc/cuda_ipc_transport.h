@@ -35,6 +35,12 @@
 // so OnDone runs). The synchronisation between GPUs is flags in device
 // memory: nothing on the host is in a launched collective's path.
 //
+// CUDA graphs. A call made with kOnStream on a stream being captured goes
+// into the graph and returns a request that is complete on the device. The
+// kernels count this transport's calls, so every rank must run its calls
+// and replays in the same order, one at a time: a replay must not overlap
+// another call of the same communicator (order them on one stream).
+//
 // Failure. A kernel waiting for a peer gives up when the call's deadline
 // passes (measured on the GPU) or the transport is aborted (a host-mapped
 // flag every kernel polls); the request then fails with DeadlineExceeded or
