@@ -55,6 +55,22 @@ class RoundsAndTables(unittest.TestCase):
         self.assertIn("| 1024 | 100.00 | 150.00 | 1.500", text)
         best, _ = tables.sides_table(self.dir, stat="best")
         self.assertIn("| 64 | 10.00 | 5.00 | 0.500 |", best)
+        self.assertNotIn("host us", text)  # These runs report no issue_us.
+
+    def test_host_time_per_call_where_runs_report_it(self):
+        for k, issue in ((1, 3.0), (2, 5.0), (3, 4.0)):
+            for side, t in (("ref", 10.0), ("queued", 6.0)):
+                doc = report({8: (t, t)})
+                if side == "queued":
+                    for half in doc["runs"][0]["rows"][0].values():
+                        if isinstance(half, dict):
+                            half["issue_us"] = issue
+                with open(os.path.join(self.dir, f"{side}.r{k}.json"), "w") as f:
+                    json.dump(doc, f)
+        text, _ = tables.sides_table(self.dir, reference="ref")
+        self.assertIn("queued host us |", text)
+        self.assertIn("| 8 | 10.00 | 6.00 | 0.600 | ", text)
+        self.assertTrue(text.splitlines()[4].endswith(" 4.00 |"), text)
 
     def test_variants_take_the_fastest_and_text_stands_in_for_json(self):
         for k in (1, 2):

@@ -52,11 +52,21 @@ def _valid(half):
 def best_of(row):
     """The better of out-of-place and in-place: (time_us, busbw). A side a
     collective does not have (in-place all_to_all) is left out."""
+    t, bw, _ = best_with_issue(row)
+    return t, bw
+
+
+def best_with_issue(row):
+    """best_of, and the host's time to start each call of that half
+    (issue_us: a stream-ordered run's calls are queued, so this is the
+    host's share of the time per call; NaN where the run did not say)."""
     halves = [h for h in (row.get("out_of_place"), row.get("in_place")) if _valid(h)]
     if not halves:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
     best = min(halves, key=lambda h: h["time_us"])
-    return best["time_us"], best["busbw"]
+    issue = best.get("issue_us")
+    return (best["time_us"], best["busbw"],
+            float(issue) if issue is not None and issue >= 0 else float("nan"))
 
 
 def wrong(row):

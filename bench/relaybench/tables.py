@@ -17,7 +17,8 @@ RUN_FILE = re.compile(r"^(?P<side>[^.]+)\.r(?P<round>\d+)(?:\.(?P<variant>[^.]+)
 
 
 def collect(out_dir):
-    """{side: {round: {size: (time_us, busbw, wrong)}}}. Where a side wrote
+    """{side: {round: {size: (time_us, busbw, wrong, variant, issue_us)}}}
+    (issue_us NaN where the run did not report it). Where a side wrote
     several variants in a round (a peer's algorithms), each size takes the
     fastest variant of that round, and the variant's name rides along."""
     stems = defaultdict(dict)  # (side, round) -> {variant: stem}
@@ -33,10 +34,10 @@ def collect(out_dir):
         per_size = {}
         for variant, stem in variants.items():
             for size, row in rows_mod.load(stem).items():
-                t, bw = rows_mod.best_of(row)
+                t, bw, issue = rows_mod.best_with_issue(row)
                 if math.isnan(t):
                     continue
-                fig = (t, bw, rows_mod.wrong(row), variant)
+                fig = (t, bw, rows_mod.wrong(row), variant, issue)
                 if size not in per_size or t < per_size[size][0]:
                     per_size[size] = fig
         out[side][k] = per_size
@@ -74,10 +75,13 @@ def sides_table(out_dir, reference=None, stat="median", intervals=False, side=No
         rounds = sorted(set(data[side]) & set(ref_rounds))
         sizes = sorted(set.intersection(*[set(data[side][k]) & set(ref_rounds[k])
                                           for k in rounds])) if rounds else []
+        # The host's time per call, where the side's runs report it.
+        host = any(not math.isnan(data[side][k][s][4]) for k in rounds for s in sizes)
         lines.append(f"### {side} against {reference} ({stat} of {len(rounds)} rounds)\n")
         lines.append(f"| size (B) | {reference} us | {side} us | time {side}/{reference} | "
-                     f"{reference} busbw | {side} busbw | busbw {side}/{reference} |")
-        lines.append("|---:|---:|---:|---:|---:|---:|---:|")
+                     f"{reference} busbw | {side} busbw | busbw {side}/{reference} |"
+                     + (f" {side} host us |" if host else ""))
+        lines.append("|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if host else ""))
         for size in sizes:
             a = [ref_rounds[k][size] for k in rounds]
             b = [data[side][k][size] for k in rounds]
@@ -94,7 +98,11 @@ def sides_table(out_dir, reference=None, stat="median", intervals=False, side=No
             bw_ratio = f"{bb / ba:.3f}" if ba > 0 else "n/a"
             ta_s = f"{ta:.2f}" + _variant_note(a)
             tb_s = f"{tb:.2f}" + _variant_note(b)
-            lines.append(f"| {size} | {ta_s} | {tb_s} | {ratio} | {ba:.2f} | {bb:.2f} | {bw_ratio} |")
+            row = f"| {size} | {ta_s} | {tb_s} | {ratio} | {ba:.2f} | {bb:.2f} | {bw_ratio} |"
+            if host:
+                issues = [f[4] for f in b if not math.isnan(f[4])]
+                row += f" {_figure(issues, stat, False):.2f} |" if issues else " n/a |"
+            lines.append(row)
         lines.append("")
     lines.append(f"wrong elements, all sides: {wrong_total}")
     return "\n".join(lines) + "\n", wrong_total
