@@ -20,7 +20,10 @@
 # relay's cuda_ipc transport, a process per GPU under relayrun: eager
 # (variant cuda_ipc), queued on each rank's own stream (cuda_ipc-on-stream)
 # and replayed from a CUDA graph (cuda_ipc-graph); CUDA_IPC=0 leaves them
-# out. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
+# out. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
+# raw-symmetric: nccl_collectives --symmetric 1, NCCL >= 2.27); off by
+# default until a GPU run has checked it. `relaybench table OUT/C --side S`
+# sets one side against every other. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
 # sides under other settings (variant cuda_ipc-graph-NAME), e.g.
 # "oneshot8m:RELAY_CUDA_IPC_ONE_SHOT_BYTES=8388608". MIN_SIZE (default 8) is the sweep's first size.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
@@ -44,6 +47,10 @@ for c in $collectives; do
   # takes longer than timing them).
   check='$([ {round} = 1 ] && echo 1 || echo 0)'
   sides=("raw=$here/nccl_collectives ${sweep[*]} -c $check -t 1 --collective $c --json {out}.json")
+  if [ "${SYMMETRIC:-0}" = 1 ]; then
+    sides+=("raw-symmetric=$here/nccl_collectives ${sweep[*]} -c $check -t 1 --symmetric 1 \
+--collective $c --json {out}.json")
+  fi
   for stream in ${STREAMS:-default own}; do
     variant=relay; [ "$stream" = own ] && variant=relay-own-stream
     sides+=("$variant=$here/collectives ${sweep[*]} -c $check --transport nccl --ranks $gpus \

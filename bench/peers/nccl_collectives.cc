@@ -69,6 +69,10 @@ constexpr char kUsage[] = R"(usage: nccl_collectives [flags]
                               the file that carries NCCL's unique id from
                               rank 0 to the others (not there yet; removed
                               by rank 0 at the end); needs -c 0
+  --symmetric 0|1             1: buffers from ncclMemAlloc, registered as
+                              symmetric windows (ncclCommWindowRegister,
+                              NCCL_WIN_COLL_SYMMETRIC), so NCCL >= 2.27 may
+                              run its symmetric-memory kernels (default 0)
   --event-per-call 0|1        1: record a CUDA event after every call, as a
                               runtime that tracks each call's completion
                               does (relay's nccl transport): what that
@@ -107,6 +111,7 @@ struct Flags {
   double factor = 2;
   int iters = 20, warmup = 5, gpus = 0;
   bool event_per_call = false;
+  bool symmetric = false;
   bool check = true;
   bool threads = false;
   std::vector<std::string> collectives = {"all_reduce"};
@@ -159,6 +164,11 @@ Flags ParseFlags(int argc, char** argv) {
       f.id_file = p.value();
     } else if (flag == "--event-per-call") {
       f.event_per_call = p.Int(0) != 0;
+    } else if (flag == "--symmetric") {
+      f.symmetric = p.Int(0) != 0;
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 27, 0)
+      if (f.symmetric) p.Fail("--symmetric needs NCCL 2.27 or later at build time");
+#endif
     } else {
       p.Unknown();
     }
@@ -178,6 +188,10 @@ struct Gpu {
   cudaStream_t stream = nullptr;
   char* send = nullptr;
   char* recv = nullptr;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  ncclWindow_t send_window = nullptr;  // --symmetric.
+  ncclWindow_t recv_window = nullptr;
+#endif
   // --event-per-call: recorded in turn, one per call.
   std::vector<cudaEvent_t> events;
   size_t next_event = 0;
@@ -480,11 +494,30 @@ int Main(int argc, char** argv) {
       }
     }
     // all_gather's recv and reduce_scatter's send hold the whole array.
-    CHECK_CUDA(cudaMalloc(&g.send, max_elems * f.esize));
-    CHECK_CUDA(cudaMalloc(&g.recv, max_elems * f.esize));
+    if (f.symmetric) {
+      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&g.send), max_elems * f.esize));
+      CHECK_NCCL(ncclMemAlloc(reinterpret_cast<void**>(&g.recv), max_elems * f.esize));
+    } else {
+      CHECK_CUDA(cudaMalloc(&g.send, max_elems * f.esize));
+      CHECK_CUDA(cudaMalloc(&g.recv, max_elems * f.esize));
+    }
     CHECK_CUDA(cudaMemset(g.send, 0, max_elems * f.esize));
     CHECK_CUDA(cudaMemset(g.recv, 0, max_elems * f.esize));
   }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  if (f.symmetric) {
+    // Collective over the ranks: one group for every GPU this process drives.
+    CHECK_NCCL(ncclGroupStart());
+    for (Gpu& g : gpus) {
+      CHECK_CUDA(cudaSetDevice(g.device));
+      CHECK_NCCL(ncclCommWindowRegister(g.comm, g.send, max_elems * f.esize,
+                                        &g.send_window, NCCL_WIN_COLL_SYMMETRIC));
+      CHECK_NCCL(ncclCommWindowRegister(g.comm, g.recv, max_elems * f.esize,
+                                        &g.recv_window, NCCL_WIN_COLL_SYMMETRIC));
+    }
+    CHECK_NCCL(ncclGroupEnd());
+  }
+#endif
   int64_t total_wrong = 0;
   std::vector<std::string> docs;
   for (const std::string& c : f.collectives) {
@@ -497,7 +530,8 @@ int Main(int argc, char** argv) {
                                   " ", c, ": ", nranks, " GPUs, ",
                                   processes    ? "one process per GPU"
                                   : f.threads ? "one process, one thread per GPU"
-                                              : "one process, group calls"),
+                                              : "one process, group calls",
+                                  f.symmetric ? ", symmetric windows" : ""),
                      absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes,
                                   " -f ", f.factor, " -n ", f.iters, " -w ",
                                   f.warmup, " -c ", f.check ? 1 : 0)};
@@ -565,10 +599,26 @@ int Main(int argc, char** argv) {
     std::fprintf(out, "{\"runs\": [%s]}\n", all.c_str());
     std::fclose(out);
   }
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  if (f.symmetric) {
+    ncclGroupStart();
+    for (Gpu& g : gpus) {
+      cudaSetDevice(g.device);
+      ncclCommWindowDeregister(g.comm, g.send_window);
+      ncclCommWindowDeregister(g.comm, g.recv_window);
+    }
+    ncclGroupEnd();
+  }
+#endif
   for (Gpu& g : gpus) {
     cudaSetDevice(g.device);
-    cudaFree(g.send);
-    cudaFree(g.recv);
+    if (f.symmetric) {
+      ncclMemFree(g.send);
+      ncclMemFree(g.recv);
+    } else {
+      cudaFree(g.send);
+      cudaFree(g.recv);
+    }
     for (cudaEvent_t e : g.events) cudaEventDestroy(e);
     cudaStreamDestroy(g.stream);
     ncclCommDestroy(g.comm);
