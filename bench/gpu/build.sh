@@ -50,6 +50,8 @@ rm -rf "$out/relaybench"
 mkdir -p "$out/relaybench"
 cp -f bench/relaybench/*.py "$out/relaybench/"
 rm -f "$out/relaybench/relaybench_test.py"
+# What rounds.txt names as the commit on a host without the repository.
+git describe --always --dirty --abbrev=7 > "$out/relaybench/COMMIT" 2>/dev/null || true
 # The torch extension is compiled on the GPU host against its torch.
 embed/torch/pack_for_host.sh "$out/torch"
 echo "built into $out/: $(ls "$out" | tr '\n' ' ')"

@@ -41,6 +41,15 @@ def _describe_host():
                                 capture_output=True, text=True).stdout.strip()
     except OSError:
         commit = ""
+    if not commit:
+        # A copy outside the repository (bench/gpu/build.sh's folder on a
+        # GPU host) carries the commit it was built from.
+        try:
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                   "COMMIT")) as f:
+                commit = f.read().strip()
+        except OSError:
+            pass
     return (f"host: {platform.node()}, {os.cpu_count()} cores, {cpu or 'cpu unknown'}\n"
             f"commit: {commit or 'unknown'}\n")
 
