@@ -106,6 +106,14 @@ class ScheduleRun final : public RequestState,
     std::shared_ptr<Transport> t = transport_.lock();
     if (t != nullptr) t->StoppedPolling();
   }
+  void StartedPolling() override {
+    std::shared_ptr<Transport> t = transport_.lock();
+    if (t != nullptr) t->StartedPolling();
+  }
+  void FinishedPolling() override {
+    std::shared_ptr<Transport> t = transport_.lock();
+    if (t != nullptr) t->FinishedPolling();
+  }
   std::chrono::nanoseconds SpinBudget() const override {
     return ctx_.caps.wait_spin;
   }

@@ -275,6 +275,15 @@ class Transport {
   // takes over now. Never blocks.
   virtual void StoppedPolling() {}
 
+  // A thread starts waiting (RequestState::Wait) on an operation over this
+  // transport, and will call Progress() until FinishedPolling; and it is
+  // done waiting (the operation ended, or the wait's deadline passed). A
+  // transport that gives work to the ranks it sees waiting (loopback's
+  // hand-offs) gives none to a rank nobody waits on, and a leaving waiter
+  // takes what was given to it. Test() is not waiting.
+  virtual void StartedPolling() {}
+  virtual void FinishedPolling() {}
+
   // Fails every pending request this rank posted with `reason` (Cancelled
   // for an abort); peers waiting on this rank learn it as Unavailable where
   // the transport can tell them. Later posts complete at once with `reason`

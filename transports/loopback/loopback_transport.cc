@@ -34,7 +34,10 @@ namespace {
 // waiting anyway (a hand-off), so that in an exchange each rank does its
 // own copy or reduction and the two run in parallel; otherwise whichever
 // rank arrives second would do both. Small ones are copied at once by
-// whichever side matches: a hand-off would only add latency.
+// whichever side matches: a hand-off would only add latency. Waiting means
+// a thread inside Wait on the rank's operations that polled recently; the
+// last such thread to leave does what was handed over meanwhile
+// (docs/design/progress-without-waiters.md).
 constexpr size_t kHandoffBytes = 64 << 10;
 // A rank counts as waiting if it polled this recently.
 constexpr int64_t kPollWindowNs = 20'000;
@@ -80,9 +83,8 @@ class LoopbackRequest final : public RequestState {
 
  protected:
   bool Progress() override;
-  void StartedPolling() override {
-    hand_over_.fetch_or(kPolling, std::memory_order_relaxed);
-  }
+  void StartedPolling() override;
+  void FinishedPolling() override;
   std::chrono::nanoseconds SpinBudget() const override {
     return end_->spin_budget;
   }
@@ -253,8 +255,9 @@ class LoopbackFabric {
         BeginDelivery(src, dst);
         if (send.op < 0 && send.data.bytes() >= kHandoffBytes) {
           const int64_t now = NowNs();
-          if (now - box.last_poll_ns.load(std::memory_order_relaxed) <
-              kPollWindowNs) {
+          if (box.waiting > 0 &&
+              now - box.last_poll_ns.load(std::memory_order_relaxed) <
+                  kPollWindowNs) {
             box.handoffs.push_back(
                 {src, std::move(send), std::move(recv), now});
             box.handoff_count.fetch_add(1, std::memory_order_release);
@@ -425,6 +428,31 @@ class LoopbackFabric {
     if (spare_gatherings_.size() < kSpareGatherings) {
       spare_gatherings_.push_back(std::move(done));
     }
+  }
+
+  // A thread of `rank` waits (RequestState::Wait) and will poll until
+  // FinishedWaiting: hand-offs go only to a rank with one (a Test() polls
+  // once and may never come back).
+  void StartedWaiting(int rank) {
+    Mailbox& box = *mailboxes_[rank];
+    std::lock_guard<SpinLock> lock(box.mu);
+    ++box.waiting;
+  }
+
+  // A waiting thread of `rank` is done. If it was the last, it does what
+  // was handed to the rank meanwhile: nobody else may come to do it (both
+  // sides of a message may be finished by OnDone alone).
+  void FinishedWaiting(int rank) {
+    Mailbox& box = *mailboxes_[rank];
+    std::vector<Handoff> left;
+    {
+      std::lock_guard<SpinLock> lock(box.mu);
+      if (--box.waiting == 0 && !box.handoffs.empty()) {
+        left.swap(box.handoffs);
+        box.handoff_count.store(0, std::memory_order_relaxed);
+      }
+    }
+    for (Handoff& h : left) RunHandoff(h, rank);
   }
 
   // Runs on a thread of `rank` that is waiting: does the copies handed to
@@ -680,6 +708,7 @@ class LoopbackFabric {
     // Matched pairs whose copy waits for this rank's thread (see Progress).
     std::vector<Handoff> handoffs;  // Guarded by mu.
     std::atomic<int> handoff_count{0};
+    int waiting = 0;  // Threads in Wait (StartedWaiting); guarded by mu.
     std::atomic<int64_t> last_poll_ns{std::numeric_limits<int64_t>::min() / 2};
     std::atomic<uint32_t> polls{0};  // Progress calls; written by its rank.
     absl::flat_hash_map<Key, absl::InlinedVector<PendingSend, 1>> sends
@@ -891,10 +920,23 @@ bool LoopbackRequest::Progress() {
   return CompleteIfReady() || end_->fabric->Progress(end_->rank);
 }
 
+void LoopbackRequest::StartedPolling() {
+  hand_over_.fetch_or(kPolling, std::memory_order_relaxed);
+  end_->fabric->StartedWaiting(end_->rank);
+}
+
+void LoopbackRequest::FinishedPolling() {
+  end_->fabric->FinishedWaiting(end_->rank);
+}
+
 bool LoopbackTransport::Progress() {
   const bool moved = fabric_->Progress(rank_);
   return (exchange_ != nullptr && exchange_->Progress()) || moved;
 }
+
+void LoopbackTransport::StartedPolling() { fabric_->StartedWaiting(rank_); }
+
+void LoopbackTransport::FinishedPolling() { fabric_->FinishedWaiting(rank_); }
 
 LoopbackTransport::LoopbackTransport(std::shared_ptr<LoopbackFabric> fabric,
                                      int rank, LoopbackOptions options)

@@ -97,6 +97,8 @@ class LoopbackTransport final : public Transport {
   absl::Status CheckMemory(const ConstBuffer& data,
                            absl::string_view what) const override;
   bool Progress() override;
+  void StartedPolling() override;
+  void FinishedPolling() override;
   absl::StatusOr<Request> Rendezvous(Tag tag, const void* record,
                                      size_t record_bytes, CombineFn combine,
                                      size_t parts, absl::Time deadline,

@@ -119,6 +119,57 @@ TEST(LoopbackTransportTest, SendBeforeRecv) {
   EXPECT_EQ(out, in);
 }
 
+// A large message handed to a receiver that polled a moment ago completes
+// even when neither side waits on it afterwards (both only register
+// OnDone): whoever stops polling must not leave it behind.
+TEST(LoopbackTransportTest, HandedOffMessageCompletesWithoutAWaiter) {
+  LoopbackTransportFactory factory;
+  std::vector<std::unique_ptr<Transport>> t = ConnectAll(factory, 2);
+  constexpr size_t kBig = 1 << 18;  // Floats: 1 MB, above the hand-off size.
+  std::vector<float> in = Values(0, kBig), out(kBig, 0.0f);
+  float ping_in = 1, ping_out = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<bool> waiting{false}, sent{false}, received{false};
+    Request big_send, big_recv;
+    std::thread receiver([&] {
+      absl::StatusOr<Request> big =
+          t[1]->Irecv(0, UserTag(1), Buffer::Of(out), Deadline());
+      absl::StatusOr<Request> ping =
+          t[1]->Irecv(0, UserTag(2), Buffer::Of(&ping_out, 1), Deadline());
+      ASSERT_TRUE(big.ok() && ping.ok());
+      waiting = true;
+      // Polls (so the big send may be handed here), then stops.
+      ASSERT_TRUE(ping->Wait(kWait).ok());
+      big_recv = *big;
+      big_recv.OnDone([&](absl::Status s) {
+        EXPECT_TRUE(s.ok()) << s;
+        received = true;
+      });
+    });
+    while (!waiting) std::this_thread::yield();
+    absl::StatusOr<Request> big =
+        t[0]->Isend(1, UserTag(1), ConstBuffer::Of(in), Deadline());
+    absl::StatusOr<Request> ping =
+        t[0]->Isend(1, UserTag(2), ConstBuffer::Of(&ping_in, 1), Deadline());
+    ASSERT_TRUE(big.ok() && ping.ok());
+    big_send = *big;
+    big_send.OnDone([&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      sent = true;
+    });
+    receiver.join();
+    const absl::Time give_up = absl::Now() + absl::Seconds(2);
+    while ((!sent || !received) && absl::Now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_TRUE(sent && received) << "round " << round << ": the 1 MB message "
+                                  << "is still pending 2 s after both sides "
+                                  << "stopped polling (sent " << sent
+                                  << ", received " << received << ")";
+    ASSERT_TRUE(ping->Wait(kWait).ok());
+  }
+}
+
 // Verifies that an Irecv posted before its Isend is filled when it arrives.
 TEST(LoopbackTransportTest, RecvBeforeSend) {
   LoopbackTransportFactory factory;
