@@ -23,7 +23,7 @@
 // would, and SIGKILLs itself when it wakes. No transport notices a stopped
 // process (its connections stay open), so only the failure monitor's
 // heartbeats can tell the survivors.
-// With --device 1 the buffers live on the GPU of the rank's LOCAL_RANK (for
+// With --device 1 the buffers live on the GPU of the rank's local rank (for
 // the GPU transports: RELAY_TRANSPORT=cuda_ipc or nccl), and each survivor
 // then checks that its GPU still works (a copy there and back), printing
 // "rank R: GPU usable after the failure"; exit 3 if it is not.
@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -41,6 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "relay.h"
+#include "runtime/bootstrap/environment.h"
 #include "testing/device_memory.h"
 
 namespace relay {
@@ -110,13 +110,16 @@ int Main(int argc, char** argv) {
   }
   int gpu = -1;
   if (device) {
-    const char* local = std::getenv("LOCAL_RANK");
+    // The launcher's local rank, as CreateCommunicatorFromEnvironment reads
+    // the rest of it.
+    absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
     const int gpus = VisibleDeviceCount();
-    if (gpus == 0) {
-      std::fprintf(stderr, "fault_rank: --device 1 but no GPU is visible\n");
+    if (!env.ok() || gpus == 0) {
+      std::fprintf(stderr, "fault_rank: --device 1: %s\n",
+                   env.ok() ? "no GPU is visible" : env.status().ToString().c_str());
       return 2;
     }
-    gpu = (local != nullptr ? std::atoi(local) : 0) % gpus;
+    gpu = env->local_rank % gpus;
     if (absl::Status s = SetCurrentDevice(gpu); !s.ok()) {
       std::fprintf(stderr, "fault_rank: %s\n", s.ToString().c_str());
       return 2;

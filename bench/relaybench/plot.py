@@ -8,7 +8,7 @@ import math
 import os
 import statistics
 
-from .tables import _side_order, collect
+from .tables import collect, side_order
 
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f"]
@@ -18,7 +18,7 @@ WIDTH, HEIGHT, PAD = 420, 260, 70
 def _series(out_dir):
     data = collect(out_dir)
     series = {}
-    for side in _side_order(out_dir, data):
+    for side in side_order(out_dir, data):
         per_size = {}
         for per in data[side].values():
             for size, fig in per.items():

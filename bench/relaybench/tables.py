@@ -59,7 +59,7 @@ def sides_table(out_dir, reference=None, stat="median", intervals=False, side=No
     data = collect(out_dir)
     if not data:
         raise ValueError(f"{out_dir} holds no runs (<side>.r<k>.json or .txt)")
-    order = _side_order(out_dir, data)
+    order = side_order(out_dir, data)
     for name in (reference, side):
         if name is not None and name not in data:
             raise ValueError(f"no side {name!r} in {out_dir} (it has {', '.join(order)})")
@@ -114,7 +114,8 @@ def _variant_note(figures):
     return f" ({max(set(names), key=names.count)})" if names else ""
 
 
-def _side_order(out_dir, data):
+def side_order(out_dir, data):
+    """The sides in the order rounds.txt names them, then the others by name."""
     named = []
     try:
         with open(os.path.join(out_dir, "rounds.txt")) as f:

@@ -145,7 +145,6 @@ class IpcRequest final : public RequestState {
       : RequestState(deadline),
         core_(std::move(core)),
         done_(done),
-        deadline_(deadline),
         what_(what) {}
   ~IpcRequest() override { core_->PutEvent(done_); }
 
@@ -166,7 +165,6 @@ class IpcRequest final : public RequestState {
     Complete(std::move(outcome));
     return true;
   }
-  absl::Time deadline() const { return deadline_; }
   const char* what() const { return what_; }
 
  protected:
@@ -178,7 +176,6 @@ class IpcRequest final : public RequestState {
  private:
   const std::shared_ptr<Core> core_;
   const cudaEvent_t done_;
-  const absl::Time deadline_;
   const char* const what_;
 };
 
