@@ -16,13 +16,13 @@
 # STREAMS="default own" (the default) runs relay both ways; STREAMS=default
 # runs only the no-stream variant. RING=1 (the default) also runs relay's own
 # ring algorithm over NCCL point-to-point (variant relay-ring, no stream);
-# RING=0 leaves it out. CUDA_IPC=1 (the default) also runs all_reduce over
-# relay's cuda_ipc transport, a process per GPU under relayrun: eager
+# RING=0 leaves it out. CUDA_IPC=1 (the default) also runs each collective
+# over relay's cuda_ipc transport, a process per GPU under relayrun: eager
 # (variant cuda_ipc), queued on each rank's own stream (cuda_ipc-on-stream)
 # and replayed from a CUDA graph (cuda_ipc-graph); CUDA_IPC=0 leaves them
 # out. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
 # raw-symmetric: nccl_collectives --symmetric 1, NCCL >= 2.27); off by
-# default until a GPU run has checked it. `relaybench table OUT/C --side S`
+# default, since each side lengthens every sweep. `relaybench table OUT/C --side S`
 # sets one side against every other. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
 # sides under other settings (variant cuda_ipc-graph-NAME), e.g.
 # "oneshot8m:RELAY_CUDA_IPC_ONE_SHOT_BYTES=8388608". MIN_SIZE (default 8) is the sweep's first size.
@@ -60,7 +60,7 @@ for c in $collectives; do
     sides+=("relay-ring=$here/collectives ${sweep[*]} -c $check --transport nccl --ranks $gpus \
 --algorithm ring --collective $c --json {out}.json")
   fi
-  if [ "${CUDA_IPC:-1}" = 1 ] && [ "$c" = all_reduce ]; then
+  if [ "${CUDA_IPC:-1}" = 1 ]; then
     # relay's own wiring, a process per GPU: eager on the default stream,
     # queued on each rank's own stream, and replayed from a CUDA graph.
     ipc="python3 $here/relayrun -n $gpus --no-prefix --timeout 900 -- $here/collectives \

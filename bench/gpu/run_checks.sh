@@ -35,9 +35,11 @@ check loopback_device_test "$here/loopback_device_test"
 check cuda_ipc_transport_test "$here/cuda_ipc_transport_test"
 # cuda_ipc with ranks as processes (IPC handles between processes): every
 # size's result checked.
-check cuda_ipc_processes python3 "$here/relayrun" -n "$gpus" --no-prefix --timeout 600 \
-  -- "$here/collectives" --transport cuda_ipc --collective all_reduce \
-  -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
+for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
+  check "cuda_ipc_processes_$c" python3 "$here/relayrun" -n "$gpus" --no-prefix \
+    --timeout 600 -- "$here/collectives" --transport cuda_ipc --collective "$c" \
+    -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
+done
 # The overlap example on every GPU: the values checked after every
 # step, with no device-wide synchronize.
 check overlap_streams "$here/overlap_streams" --steps 20

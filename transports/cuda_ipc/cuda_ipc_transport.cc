@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -26,7 +27,7 @@
 namespace relay {
 namespace {
 
-using cuda_ipc::AllReduceLaunch;
+using cuda_ipc::IpcLaunch;
 using cuda_ipc::IpcOp;
 using cuda_ipc::IpcType;
 using cuda_ipc::kMaxRanks;
@@ -44,10 +45,8 @@ static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg))
 // 0.82-1.0x (docs/design/cuda-ipc-transport.md).
 constexpr uint64_t kDefaultArenaBytes = 256ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
-// All_reduces up to this size take the low-latency path (data and epoch in
-// one store; ipc_kernels.h), which doubles the bytes sent to save the
-// barrier's round trip.
-constexpr size_t kLowLatencyBytes = 64 << 10;
+// Below this, a slot could not hold a piece worth a launch.
+constexpr uint64_t kMinSlotBytes = 4096;
 // How long the teardown barrier waits for a peer that never comes.
 constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
 // How often the watchdog looks at pending requests.
@@ -81,6 +80,7 @@ struct Core {
   int device = 0;
   uint64_t half_bytes = 0;
   uint64_t slot_bytes = 0;  // ArenaLayout::SlotBytes(half_bytes, size).
+  uint64_t exchange_slot_bytes = 0;  // ArenaLayout::ExchangeSlotBytes.
   uint64_t one_shot_bytes = 0;
   void* arena = nullptr;
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
@@ -300,7 +300,8 @@ class CudaIpcTransport final : public Transport {
   absl::Status EnqueueAllReduce(const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op, absl::Time deadline,
                                 cudaStream_t stream);
-  AllReduceLaunch BaseLaunch(absl::Time deadline) const;
+  absl::Status EnqueueExchange(const CollectiveArgs& args, cudaStream_t stream);
+  IpcLaunch BaseLaunch(absl::Time deadline) const;
 
   std::shared_ptr<Core> core_;
   std::thread watchdog_;
@@ -315,7 +316,7 @@ CudaIpcTransport::~CudaIpcTransport() {
     if (!c.aborted.load(std::memory_order_acquire)) {
       // No peer's kernel may touch this rank's arena once it is freed: meet
       // every peer first (or give up after kTeardownTimeoutNs).
-      AllReduceLaunch l = BaseLaunch(absl::InfiniteFuture());
+      IpcLaunch l = BaseLaunch(absl::InfiniteFuture());
       l.timeout_ns = kTeardownTimeoutNs;
       cuda_ipc::LaunchTeardownBarrier(l, c.stream);
     }
@@ -334,9 +335,9 @@ absl::Status CudaIpcTransport::CheckMemory(const ConstBuffer& b,
   return CheckDeviceBuffer(b, core_->device, "cuda_ipc", what, core_->checked_pointers);
 }
 
-AllReduceLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
+IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
   const Core& c = *core_;
-  AllReduceLaunch l;
+  IpcLaunch l;
   l.rank = c.rank;
   l.size = c.size;
   for (int r = 0; r < c.size; ++r) l.arenas[r] = c.arenas[r];
@@ -368,12 +369,12 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
       c.size == 1 ||
       ((c.size - 1) * count * esize <= c.one_shot_bytes && count * esize <= body);
   const size_t piece = std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
-  AllReduceLaunch l = BaseLaunch(deadline);
+  IpcLaunch l = BaseLaunch(deadline);
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
   l.two_shot = !one_shot;
-  l.low_latency = one_shot && c.size > 1 && count * esize <= kLowLatencyBytes &&
-                  2 * ((count * esize + 7) / 8 * 8) <= c.slot_bytes;
+  l.low_latency = one_shot && c.size > 1 &&
+                  count * esize <= cuda_ipc::ArenaLayout::kLowLatencyBytes;
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
@@ -385,13 +386,63 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   return absl::OkStatus();
 }
 
+// The kernels' name for a collective other than all_reduce and barrier.
+cuda_ipc::ExchangeKind ExchangeKindOf(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather: return cuda_ipc::ExchangeKind::kAllGather;
+    case CollectiveKind::kBroadcast: return cuda_ipc::ExchangeKind::kBroadcast;
+    case CollectiveKind::kAllToAll: return cuda_ipc::ExchangeKind::kAllToAll;
+    case CollectiveKind::kGather: return cuda_ipc::ExchangeKind::kGather;
+    case CollectiveKind::kScatter: return cuda_ipc::ExchangeKind::kScatter;
+    case CollectiveKind::kReduceScatter: return cuda_ipc::ExchangeKind::kReduceScatter;
+    default: return cuda_ipc::ExchangeKind::kReduce;
+  }
+}
+
+// `p` advanced by `bytes`; null stays null (a root-only buffer elsewhere).
+template <typename P>
+P* Advanced(P* p, size_t bytes) {
+  if (p == nullptr) return nullptr;
+  using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+  return static_cast<P*>(static_cast<Byte*>(p) + bytes);
+}
+
+absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
+                                               cudaStream_t stream) {
+  const Core& c = *core_;
+  const cuda_ipc::ExchangeKind kind = ExchangeKindOf(args.kind);
+  const bool reduces = kind == cuda_ipc::ExchangeKind::kReduceScatter ||
+                       kind == cuda_ipc::ExchangeKind::kReduce;
+  const DataType dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
+  const size_t esize = DataTypeSize(dtype);
+  const size_t count = PerRankCount(args, c.size);  // Elements per chunk.
+  IpcLaunch l = BaseLaunch(args.deadline);
+  l.slot_bytes = c.exchange_slot_bytes;
+  l.root = args.root;
+  // Copies move bytes; reductions elements. Pieces are whole 16-byte units
+  // that fit a slot, so every piece of an aligned buffer stays aligned.
+  const size_t unit = reduces ? esize : 1;
+  const size_t total = count * esize / unit;
+  const size_t piece = (c.exchange_slot_bytes / 16 * 16) / unit;
+  if (reduces) {
+    RELAY_ASSIGN_OR_RETURN(l.type, TypeOf(dtype));
+    l.op = static_cast<IpcOp>(static_cast<int>(args.op));
+  }
+  l.stride = total;
+  for (size_t done = 0; done < total; done += piece) {
+    l.count = std::min(piece, total - done);
+    l.input = Advanced(args.send.data, done * unit);
+    l.output = Advanced(args.recv.data, done * unit);
+    RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
+                                   cuda_ipc::LaunchExchange(l, kind, stream)),
+                               "collective kernel launch"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args) {
   Core& c = *core_;
-  if (args.kind != CollectiveKind::kAllReduce &&
-      args.kind != CollectiveKind::kBarrier) {
-    return Unsupported(CollectiveName(args.kind));
-  }
-  if (args.kind == CollectiveKind::kAllReduce && args.send.count == 0) {
+  if (args.kind != CollectiveKind::kBarrier && PerRankCount(args, c.size) == 0) {
     return Request::CompletedOnDevice();
   }
   const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
@@ -430,13 +481,19 @@ absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args)
       }
     }
     if (queued.ok()) {
-      queued = args.kind == CollectiveKind::kBarrier
-                   ? EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
-                                      DataType::kInt32, ReduceOp::kSum,
-                                      args.deadline, stream)
-                   : EnqueueAllReduce(args.send.data, args.recv.data,
-                                      args.send.count, args.send.dtype, args.op,
-                                      args.deadline, stream);
+      switch (args.kind) {
+        case CollectiveKind::kBarrier:
+          queued = EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
+                                    DataType::kInt32, ReduceOp::kSum, args.deadline,
+                                    stream);
+          break;
+        case CollectiveKind::kAllReduce:
+          queued = EnqueueAllReduce(args.send.data, args.recv.data, args.send.count,
+                                    args.send.dtype, args.op, args.deadline, stream);
+          break;
+        default:
+          queued = EnqueueExchange(args, stream);
+      }
     }
     if (queued.ok() && !capturing) {
       queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
@@ -504,6 +561,12 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   c.size = config.size;
   c.half_bytes = (arena_bytes / 2) / 256 * 256;
   c.slot_bytes = cuda_ipc::ArenaLayout::SlotBytes(c.half_bytes, c.size);
+  c.exchange_slot_bytes = cuda_ipc::ArenaLayout::ExchangeSlotBytes(c.half_bytes, c.size);
+  if (c.slot_bytes < kMinSlotBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: RELAY_CUDA_IPC_ARENA_BYTES=", arena_bytes, " is too small for ",
+        c.size, " ranks; give at least ", 4 * c.size * kMinSlotBytes));
+  }
   c.one_shot_bytes = one_shot_bytes;
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
@@ -513,7 +576,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
                              "cudaEventCreateWithFlags"));
   const size_t bytes = cuda_ipc::ArenaLayout::Bytes(c.half_bytes);
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.arena, bytes), "cudaMalloc (arena)"));
-  // Flags and counters start at zero; the data needs no clearing.
+  // Flags, counters and low-latency words start at zero; the data halves
+  // need no clearing.
   RELAY_RETURN_IF_ERROR(Cuda(cudaMemset(c.arena, 0, cuda_ipc::ArenaLayout::kDataOffset),
                              "cudaMemset (arena flags)"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.barrier_scratch, sizeof(int32_t)),

@@ -21,11 +21,16 @@
 // received) while (ranks - 1) x the bytes stay within
 // RELAY_CUDA_IPC_ONE_SHOT_BYTES (4 MiB), two-shot (each rank reduces one
 // slice and stores the result into every peer's arena) above, in pieces
-// that fit the arena (a quarter of it on 2 ranks); every dtype and op, the 16-bit floats accumulating in float32.
-// Up to 64 KB the one-shot sends each 4 data bytes with the call's epoch in
-// one 8-byte store, and receivers poll the data itself (no barrier). barrier is a one-element
-// all_reduce. Other collectives and point-to-point are Unimplemented for
-// now: use the nccl transport for them.
+// that fit the arena (a quarter of it on 2 ranks); every dtype and op, the
+// 16-bit floats accumulating in float32. Up to 64 KB the one-shot sends
+// each 4 data bytes with the call's epoch in one 8-byte store, and
+// receivers poll the data itself (no barrier). all_gather, reduce_scatter,
+// broadcast, all_to_all, gather, scatter and reduce are one exchange each:
+// every rank stores what each peer needs into that peer's arena, the ranks
+// meet at a flag barrier, and each copies or reduces what it received into
+// its output (in pieces of up to half the arena / ranks). barrier is a
+// one-element all_reduce. Point-to-point is Unimplemented for now (relay's
+// own algorithms need it; use the nccl transport for them).
 //
 // Streams. As the NCCL transport: an operation waits on the GPU for the work
 // queued on the caller's stream and runs on the transport's own stream, or,

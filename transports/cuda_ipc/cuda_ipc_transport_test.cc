@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "relay.h"
 #include "runtime/status_macros.h"
+#include "testing/conformance.h"
 #include "testing/device_memory.h"
 #include "testing/rank_harness.h"
 #include "testing/reference.h"
@@ -145,6 +146,113 @@ TEST(CudaIpcTransportTest, PiecesAndManyCallsInARow) {
       {}, OneGpuPerRank());
   unsetenv("RELAY_CUDA_IPC_ARENA_BYTES");
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// Runs `kind` (every rank's buffers at element offset `offset` of their
+// allocations, which may differ by rank) and checks every element of this
+// rank's output against the reference.
+absl::Status CheckCollective(Communicator& comm, CollectiveKind kind, DataType dtype,
+                             ReduceOp op, size_t count, size_t offset, int root) {
+  const int rank = comm.rank(), n = comm.size();
+  const size_t esize = DataTypeSize(dtype);
+  const bool send_per_rank = kind == CollectiveKind::kReduceScatter ||
+                             kind == CollectiveKind::kScatter ||
+                             kind == CollectiveKind::kAllToAll;
+  const bool recv_per_rank = kind == CollectiveKind::kAllGather ||
+                             kind == CollectiveKind::kGather ||
+                             kind == CollectiveKind::kAllToAll;
+  const size_t send_count = send_per_rank ? count * n : count;
+  const size_t recv_count = recv_per_rank ? count * n : count;
+  std::vector<char> host = Encode(dtype, InputValues(dtype, op, rank, send_count));
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate((send_count + offset) * esize));
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate((recv_count + offset) * esize));
+  char* src = reinterpret_cast<char*>(in.data()) + offset * esize;
+  char* dst = reinterpret_cast<char*>(out.data()) + offset * esize;
+  RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(src, host.data(), send_count * esize,
+                                             cudaMemcpyHostToDevice), "cudaMemcpy"));
+  RELAY_ASSIGN_OR_RETURN(
+      Request r, comm.Collective(kind, ConstBuffer{src, send_count, dtype, Device::Cuda(rank)},
+                                 Buffer{dst, recv_count, dtype, Device::Cuda(rank)}, op, root));
+  RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+  if ((kind == CollectiveKind::kGather || kind == CollectiveKind::kReduce) && rank != root) {
+    return absl::OkStatus();
+  }
+  std::vector<char> got(recv_count * esize);
+  RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got.data(), dst, recv_count * esize,
+                                             cudaMemcpyDeviceToHost), "cudaMemcpy"));
+  for (size_t i = 0; i < recv_count; ++i) {
+    const double want = ExpectedValue(kind, dtype, op, root, rank, n, count, i);
+    const double have = DecodeAt(dtype, got.data(), i);
+    if (!Matches(dtype, op, want, have)) {
+      return absl::InternalError(absl::StrCat(
+          CollectiveName(kind), " ", DataTypeName(dtype), " ", ReduceOpName(op), " count ",
+          count, " offset ", offset, ": element ", i, " is ", have, ", want ", want,
+          " (rank ", rank, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Ranks whose buffers are aligned differently move the data in different
+// units; every block must still take the same share on every rank.
+TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const size_t offset = comm.rank() == 0 ? 0 : 1;
+        // Low latency, one-shot and two-shot all_reduce.
+        for (size_t count : {size_t{4099}, size_t{300001}, size_t{3000001}}) {
+          RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum,
+                                               count, offset, false, 3));
+        }
+        for (CollectiveKind kind :
+             {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+              CollectiveKind::kAllToAll, CollectiveKind::kBroadcast,
+              CollectiveKind::kGather, CollectiveKind::kScatter, CollectiveKind::kReduce}) {
+          for (size_t count : {size_t{13}, size_t{300001}}) {
+            RELAY_RETURN_IF_ERROR(CheckCollective(comm, kind, DataType::kBfloat16,
+                                                  ReduceOp::kSum, count, offset, 1));
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// The conformance matrix for native collectives (every collective; counts
+// 0, 1, one not divisible by the ranks, one over a million; every root; in
+// place and not; every dtype and op for the reductions) on `n` GPUs, ranks
+// as threads.
+void RunConformance(int n) {
+  const std::vector<ConformanceCase> cases = NativeConformanceCases(n);
+  CommunicatorOptions options;
+  options.default_timeout = absl::Seconds(60);
+  std::vector<std::string> failures;
+  absl::Status s = RunConformanceCasesOnOneGroup(cases, n, Factory(), DefaultEngine(),
+                                                 options, OneGpuPerRank(), &failures);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+  EXPECT_TRUE(s.ok()) << s;
+  std::printf("%zu cases on %d GPUs\n", cases.size(), n);
+}
+
+TEST(CudaIpcConformanceTest, TwoGpus) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  RunConformance(2);
+}
+
+// With a 1 MiB arena every large case runs in pieces.
+TEST(CudaIpcConformanceTest, TwoGpusInPieces) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  setenv("RELAY_CUDA_IPC_ARENA_BYTES", "1048576", 1);
+  RunConformance(2);
+  unsetenv("RELAY_CUDA_IPC_ARENA_BYTES");
+}
+
+TEST(CudaIpcConformanceTest, AllGpus) {
+  if (Gpus() < 3) GTEST_SKIP() << "needs 3 or more GPUs, " << Gpus() << " visible";
+  RunConformance(std::min(Gpus(), 8));
 }
 
 TEST(CudaIpcTransportTest, RejectsMemoryItCannotMove) {

@@ -2,26 +2,32 @@
 //
 // The cuda_ipc transport's kernels, behind a plain C++ interface (no CUDA
 // or Abseil headers) so the host code and a build without CUDA compile the
-// same way. Every rank's arena (ArenaLayout) is mapped into every peer; a
-// kernel copies this rank's contribution into its own arena, raises its
-// flag in each peer's arena, waits for theirs, and reads theirs.
+// same way. Every rank's arena (ArenaLayout) is mapped into every peer.
 //
 // Data moves by stores into the peers' arenas (NVLink carries posted writes
 // at full rate, where loads from a peer wait a round trip each) and is read
-// locally: each arena half holds a slot per rank for its contribution and
-// a slot per rank for its reduced slice (ArenaLayout::SlotBytes).
+// locally: a kernel stores what each peer needs into that peer's slot for
+// this rank, raises its flag in each peer's arena, waits for theirs, and
+// then reads (copies or reduces) from its own arena into the output.
 //
 // Synchronisation lives in device memory only, so a launch needs no host in
 // its path and a CUDA graph can replay it: the arena holds the rank's call
 // counter (the epoch), which the last block of each call to finish
 // advances, and the epoch's parity picks the arena half the call uses. A
 // rank starts call k+2 in a half only after it saw every peer arrive at
-// call k+1, by which time they have finished call k there, whatever grid
-// either call had.
+// call k+1, by which time they have finished call k there, whatever kind
+// of call or grid either had.
+//
+// The grid and the share of the data each block moves are a function of
+// the call alone (its kind and byte counts), never of a rank's buffer
+// addresses: ranks synchronise block by block, so a rank whose buffers are
+// misaligned (moved in narrower units) still splits the data as its peers do.
 //
 // Small all_reduces take the low-latency path: every 4 bytes of data
 // travel with the epoch beside them in one 8-byte store, so a receiver
-// polls the data itself and no flag, fence or barrier is needed.
+// polls the data itself and no flag, fence or barrier is needed. Those
+// words live in a region of their own, so data a flag-based call left in a
+// slot is never taken for a low-latency word.
 #ifndef RELAY_TRANSPORTS_CUDA_IPC_IPC_KERNELS_H_
 #define RELAY_TRANSPORTS_CUDA_IPC_IPC_KERNELS_H_
 
@@ -38,22 +44,33 @@ inline constexpr int kThreads = 512;
 inline constexpr int kPhases = 3;
 inline constexpr int kTeardownPhase = 2;
 
-// One rank's arena: flags its peers raise, this rank's own per-block call
-// counters, then the two data halves.
+// One rank's arena: flags its peers raise, this rank's call counters, the
+// low-latency region, then the two data halves.
 struct ArenaLayout {
   static constexpr size_t kFlagWords = size_t{kPhases} * kMaxBlocks * kMaxRanks;
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
   // same for teardown barriers.
   static constexpr size_t kCounterWords = 4;
-  static constexpr size_t kDataOffset = 16384;
-  static_assert((kFlagWords + kCounterWords) * 4 <= kDataOffset);
+  // All_reduces of up to this many bytes take the low-latency path; each
+  // sends twice its bytes (data and epoch), into a slot per half and rank.
+  static constexpr size_t kLowLatencyBytes = 64 << 10;
+  static constexpr size_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
+  static constexpr size_t kLowLatencyOffset = 16384;
+  static_assert((kFlagWords + kCounterWords) * 4 <= kLowLatencyOffset);
+  static constexpr size_t kDataOffset =
+      kLowLatencyOffset + 2 * size_t{kMaxRanks} * kLowLatencySlotBytes;
   static size_t Bytes(size_t half_bytes) { return kDataOffset + 2 * half_bytes; }
-  // A half holds 2 x `ranks` slots of this many bytes (a multiple of 256):
-  // slot q < ranks takes rank q's contribution, slot ranks + q rank q's
-  // reduced slice. The last kTailBytes of a contribution slot take the
-  // elements after the last whole 16-byte unit.
+  // all_reduce: a half holds 2 x `ranks` slots of this many bytes (a
+  // multiple of 256): slot q < ranks takes rank q's contribution, slot
+  // ranks + q rank q's reduced slice. The last kTailBytes of a contribution
+  // slot take the elements after the last whole 16-byte unit.
   static size_t SlotBytes(size_t half_bytes, int ranks) {
     return half_bytes / (2 * static_cast<size_t>(ranks)) / 256 * 256;
+  }
+  // The other collectives: `ranks` slots per half, each for one source
+  // rank's contribution, its bytes contiguous.
+  static size_t ExchangeSlotBytes(size_t half_bytes, int ranks) {
+    return half_bytes / static_cast<size_t>(ranks) / 256 * 256;
   }
   static constexpr size_t kTailBytes = 64;
 };
@@ -64,6 +81,20 @@ enum class IpcType : int {
 };
 enum class IpcOp : int { kSum, kProd, kMin, kMax, kAvg };
 
+// The collectives other than all_reduce. Each moves a chunk of `count`
+// elements per (source, destination) pair; chunk j of a buffer that holds
+// one per rank starts at element j x stride. Who stores to whom:
+//   kAllGather      every rank's input to every rank's output chunk (source)
+//   kBroadcast      the root's input to every rank's output
+//   kAllToAll       input chunk d of every rank to output chunk (source) of d
+//   kGather         every rank's input to the root's output chunk (source)
+//   kScatter        the root's input chunk d to rank d's output
+//   kReduceScatter  input chunk d of every rank, reduced, to d's output
+//   kReduce         every rank's input, reduced, to the root's output
+enum class ExchangeKind : int {
+  kAllGather, kBroadcast, kAllToAll, kGather, kScatter, kReduceScatter, kReduce,
+};
+
 // Written by a kernel that gave up, into host-mapped memory the host reads
 // when the call's event completes (0: no error).
 inline constexpr int kErrorTimeout = 1;  // A peer's flag did not come.
@@ -71,21 +102,27 @@ inline constexpr int kErrorAborted = 2;  // The host set the abort flag.
 inline int ErrorCode(int word) { return word & 0xff; }
 inline int ErrorPeer(int word) { return (word >> 8) & 0xff; }
 
-struct AllReduceLaunch {
+struct IpcLaunch {
   const void* input = nullptr;
   void* output = nullptr;
-  size_t count = 0;  // Elements; the bytes fit in one arena half.
+  // Elements: all_reduce's whole piece; an exchange's chunk per pair.
+  size_t count = 0;
+  // Elements between consecutive chunks of a buffer holding one per rank.
+  size_t stride = 0;
   IpcType type = IpcType::kFloat32;
   IpcOp op = IpcOp::kSum;
+  int root = 0;
   int rank = 0;
   int size = 1;
   void* arenas[kMaxRanks] = {};  // Every rank's arena, as this process sees it.
   size_t half_bytes = 0;
-  size_t slot_bytes = 0;  // ArenaLayout::SlotBytes(half_bytes, size).
-  // One-shot: count's bytes <= slot_bytes - kTailBytes. Two-shot: each
-  // rank's slice (count / size, rounded up to whole 16-byte units) too.
-  // Low latency (one-shot only): twice count's bytes, rounded up to 8, fit
-  // a slot.
+  // ArenaLayout::SlotBytes for all_reduce, ExchangeSlotBytes otherwise; a
+  // chunk's bytes fit one.
+  size_t slot_bytes = 0;
+  // all_reduce. One-shot: count's bytes <= slot_bytes - kTailBytes.
+  // Two-shot: each rank's slice (count / size, rounded up to whole 16-byte
+  // units) too. Low latency (one-shot only): count's bytes <=
+  // kLowLatencyBytes.
   bool two_shot = false;
   bool low_latency = false;
   // Give up waiting for a peer after this long (nanoseconds of the GPU's
@@ -95,14 +132,15 @@ struct AllReduceLaunch {
   int* error = nullptr;             // Device view of host-mapped memory.
 };
 
-// Queues the all_reduce on `stream` (a cudaStream_t). Returns a cudaError_t
-// value (0: queued).
-int LaunchAllReduce(const AllReduceLaunch& launch, void* stream);
+// Each queues the call on `stream` (a cudaStream_t) and returns a
+// cudaError_t value (0: queued).
+int LaunchAllReduce(const IpcLaunch& launch, void* stream);
+int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream);
 
 // Every rank raises its teardown flag and waits for every peer's (or the
 // timeout, or the abort flag): after it, no peer's kernel touches this
-// rank's arena, so it may be freed. Same fields as above; buffers unused.
-int LaunchTeardownBarrier(const AllReduceLaunch& launch, void* stream);
+// rank's arena, so it may be freed. Buffers unused.
+int LaunchTeardownBarrier(const IpcLaunch& launch, void* stream);
 
 // True if this build has the kernels (CUDA was found at configure time).
 bool KernelsBuilt();

@@ -4,8 +4,9 @@
 namespace relay {
 namespace cuda_ipc {
 
-int LaunchAllReduce(const AllReduceLaunch&, void*) { return -1; }
-int LaunchTeardownBarrier(const AllReduceLaunch&, void*) { return -1; }
+int LaunchAllReduce(const IpcLaunch&, void*) { return -1; }
+int LaunchExchange(const IpcLaunch&, ExchangeKind, void*) { return -1; }
+int LaunchTeardownBarrier(const IpcLaunch&, void*) { return -1; }
 bool KernelsBuilt() { return false; }
 
 }  // namespace cuda_ipc

@@ -1,0 +1,307 @@
+// The cuda_ipc all_reduce (ipc_kernels.h): low-latency, one-shot and
+// two-shot, over arenas that every rank maps.
+//
+// Each block owns the same share of the data on every rank, so ranks
+// synchronise block by block through per-block flags and no grid-wide
+// barrier is needed. Every rank adds the contributions in rank order, so
+// every rank gets the same bits.
+#include "transports/cuda_ipc/ipc_device.h"
+
+namespace relay {
+namespace cuda_ipc {
+namespace {
+
+__device__ __forceinline__ void StoreLowLatency(uint2* p, uint32_t data, uint32_t epoch) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(data), "r"(epoch)
+               : "memory");
+}
+
+// The 4 data bytes of a low-latency word once its epoch is `epoch`; false
+// if it gave up (the deadline or an abort; `*failed` tells the block's
+// other threads to stop waiting too).
+__device__ bool WaitLowLatency(const IpcLaunch& p, const uint2* word, uint32_t epoch,
+                               int peer, volatile int* failed, uint32_t* data) {
+  uint64_t start = 0;
+  uint32_t spins = 0;
+  while (true) {
+    uint32_t d, e;
+    asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(d), "=r"(e) : "l"(word)
+                 : "memory");
+    if (e == epoch) {
+      *data = d;
+      return true;
+    }
+    if ((++spins & 255) != 0) continue;
+    if (*failed) return false;
+    if (start == 0) start = GlobalTimer();
+    int code = 0;
+    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
+      code = kErrorAborted;
+    } else if (GlobalTimer() - start > p.timeout_ns) {
+      code = kErrorTimeout;
+    }
+    if (code != 0) {
+      Report(p, code, peer);
+      *failed = 1;
+      return false;
+    }
+  }
+}
+
+// R: the unit a thread moves (16 bytes where this rank's buffers allow,
+// else one element). Blocks split the data in 16-byte units on every rank
+// whatever R is; the elements after the last whole 16-byte unit go through
+// block 0, one-shot, in each contribution slot's tail.
+template <typename T, typename R, IpcOp kOp>
+__global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
+  using A = typename Acc<T>::type;
+  using E = typename RawOf<sizeof(T)>::type;
+  constexpr int kLanes = sizeof(R) / sizeof(T);
+  constexpr size_t kScale = 16 / sizeof(R);  // R units per 16-byte unit.
+  constexpr size_t kPer16 = 16 / sizeof(T);  // Elements per 16-byte unit.
+  const int b = blockIdx.x;
+  const int blocks = gridDim.x;
+  void* own_arena = p.arenas[p.rank];
+  const uint32_t epoch = BeginCall(own_arena, 0);
+  const int half = epoch & 1;
+  const int n = p.size;
+  const size_t units = p.count / kPer16;  // 16-byte units in the body.
+  const size_t tail_begin = units * kPer16;
+  const size_t tail = p.count - tail_begin;
+  const R* in = static_cast<const R*>(p.input);
+  R* out = static_cast<R*>(p.output);
+  const size_t tail_offset = p.slot_bytes - ArenaLayout::kTailBytes;
+
+  // The tail, one-shot: pushed by block 0 with the body, reduced after the
+  // first barrier.
+  auto push_tail = [&] {
+    const E* src = static_cast<const E*>(p.input) + tail_begin;
+    for (int s = 0; s < n; ++s) {
+      if (s == p.rank) continue;
+      E* dst = reinterpret_cast<E*>(Slot(p, p.arenas[s], half, p.rank) + tail_offset);
+      for (size_t i = threadIdx.x; i < tail; i += blockDim.x) dst[i] = src[i];
+    }
+  };
+  auto reduce_tail = [&] {
+    const E* own = static_cast<const E*>(p.input) + tail_begin;
+    E* dst = static_cast<E*>(p.output) + tail_begin;
+    for (size_t i = threadIdx.x; i < tail; i += blockDim.x) {
+      A acc{};
+      for (int q = 0; q < n; ++q) {
+        const E* src = q == p.rank
+                           ? own
+                           : reinterpret_cast<const E*>(Slot(p, own_arena, half, q) + tail_offset);
+        union { E raw; T e; } u;
+        u.raw = src[i];
+        acc = q == 0 ? Widen(u.e) : Apply<kOp>(acc, Widen(u.e));
+      }
+      union { E raw; T e; } o;
+      o.e = Narrow<T>(Finish<kOp>(acc, n));
+      dst[i] = o.raw;
+    }
+  };
+  // dst[dst_base + i] = the ranks' units i reduced in rank order (this
+  // rank's from own[own_base + i], the others' from their slots here); with
+  // push_result, also stored into every peer's result slot for this rank.
+  // Ranges and bases in R units.
+  auto reduce = [&](Range r, const R* own, size_t own_base, R* dst, size_t dst_base,
+                    bool push_result) {
+    union Unit {
+      R raw;
+      T e[kLanes];
+    };
+    // Two units a thread per step, so that twice the loads are in flight.
+    constexpr int kUnroll = 2;
+    const size_t stride = blockDim.x;
+    for (size_t first = r.begin + threadIdx.x; first < r.end; first += kUnroll * stride) {
+      A acc[kUnroll][kLanes];
+      for (int q = 0; q < n; ++q) {
+        const R* src = q == p.rank
+                           ? own + own_base
+                           : reinterpret_cast<const R*>(Slot(p, own_arena, half, q));
+        Unit u[kUnroll];
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+          const size_t i = first + k * stride;
+          if (i < r.end) u[k].raw = __ldcg(src + i);
+        }
+#pragma unroll
+        for (int k = 0; k < kUnroll; ++k) {
+#pragma unroll
+          for (int l = 0; l < kLanes; ++l) {
+            acc[k][l] = q == 0 ? Widen(u[k].e[l]) : Apply<kOp>(acc[k][l], Widen(u[k].e[l]));
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kUnroll; ++k) {
+        const size_t i = first + k * stride;
+        if (i >= r.end) break;
+        Unit o;
+#pragma unroll
+        for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[k][l], n));
+        dst[dst_base + i] = o.raw;
+        if (push_result) {
+          for (int s = 0; s < n; ++s) {
+            if (s != p.rank) {
+              reinterpret_cast<R*>(Slot(p, p.arenas[s], half, n + p.rank))[i] = o.raw;
+            }
+          }
+        }
+      }
+    }
+  };
+
+  bool ok = true;
+  if (p.low_latency) {
+    // Units of 8 data bytes (whole elements), each sent as two 8-byte
+    // stores of 4 data bytes and the epoch.
+    constexpr int kPer = 8 / sizeof(T);
+    union Word {
+      unsigned long long raw;
+      uint32_t w[2];
+      T e[kPer];
+    };
+    __shared__ int s_failed;
+    if (threadIdx.x == 0) s_failed = 0;
+    __syncthreads();
+    const T* in_t = static_cast<const T*>(p.input);
+    T* out_t = static_cast<T*>(p.output);
+    const Range r = Split(0, (p.count + kPer - 1) / kPer, b, blocks);
+    for (size_t i = r.begin + threadIdx.x; i < r.end && ok; i += blockDim.x) {
+      Word mine;
+      mine.raw = 0;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (i * kPer + k < p.count) mine.e[k] = in_t[i * kPer + k];
+      }
+      for (int s = 0; s < n; ++s) {
+        if (s == p.rank) continue;
+        uint2* dst = reinterpret_cast<uint2*>(LowLatencySlot(p.arenas[s], half, p.rank)) + 2 * i;
+        StoreLowLatency(dst, mine.w[0], epoch);
+        StoreLowLatency(dst + 1, mine.w[1], epoch);
+      }
+      A acc[kPer];
+      for (int q = 0; q < n && ok; ++q) {
+        Word got = mine;
+        if (q != p.rank) {
+          const uint2* src =
+              reinterpret_cast<const uint2*>(LowLatencySlot(own_arena, half, q)) + 2 * i;
+          ok = WaitLowLatency(p, src, epoch, q, &s_failed, &got.w[0]) &&
+               WaitLowLatency(p, src + 1, epoch, q, &s_failed, &got.w[1]);
+        }
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+          acc[k] = q == 0 ? Widen(got.e[k]) : Apply<kOp>(acc[k], Widen(got.e[k]));
+        }
+      }
+      if (!ok) break;
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        if (i * kPer + k < p.count) out_t[i * kPer + k] = Narrow<T>(Finish<kOp>(acc[k], n));
+      }
+    }
+  } else if (!p.two_shot) {
+    // Every rank pushes its whole contribution to every peer and reduces
+    // locally.
+    const Range r = Split(0, units, b, blocks).Scaled(kScale);
+    for (int s = 0; s < n; ++s) {
+      if (s == p.rank) continue;
+      CopyUnits(reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank)), 0, in, 0, r);
+    }
+    if (b == 0) push_tail();
+    ok = Barrier(p, 0, b, epoch);
+    if (ok) {
+      reduce(r, in, 0, out, 0, false);
+      if (b == 0) reduce_tail();
+    }
+  } else {
+    // Rank s reduces slice s: every rank pushes slice s of its input into
+    // rank s's slot for it, rank s reduces the slice from its slots and
+    // pushes the result into every peer's result slot, and every rank
+    // copies the other slices' results out of its own arena.
+    auto part_of = [&](const Range& slice) {
+      return Split(0, slice.end - slice.begin, b, blocks).Scaled(kScale);
+    };
+    for (int s = 0; s < n; ++s) {
+      if (s == p.rank) continue;
+      const Range slice = Split(0, units, s, n);
+      CopyUnits(reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank)), 0, in,
+                slice.begin * kScale, part_of(slice));
+    }
+    if (b == 0) push_tail();
+    ok = Barrier(p, 0, b, epoch);
+    if (ok) {
+      const Range slice = Split(0, units, p.rank, n);
+      reduce(part_of(slice), in, slice.begin * kScale, out, slice.begin * kScale, true);
+      if (b == 0) reduce_tail();
+      ok = Barrier(p, 1, b, epoch);
+    }
+    if (ok) {
+      for (int s = 0; s < n; ++s) {
+        if (s == p.rank) continue;
+        const Range slice = Split(0, units, s, n);
+        CopyUnits(out, slice.begin * kScale,
+                  reinterpret_cast<const R*>(Slot(p, own_arena, half, n + s)), 0,
+                  part_of(slice));
+      }
+    }
+  }
+  EndCall(own_arena, 0, epoch);
+}
+
+// The grid depends on the call alone (the same on every rank).
+int Blocks(const IpcLaunch& p, size_t esize) {
+  const size_t units = p.count * esize / 16;
+  return BlocksFor(p.low_latency ? (p.count * esize + 7) / 8
+                   : p.two_shot  ? units / p.size
+                                 : units);
+}
+
+template <typename T, IpcOp kOp>
+int Launch(const IpcLaunch& p, cudaStream_t stream) {
+  using E = typename RawOf<sizeof(T)>::type;
+  const bool aligned = (reinterpret_cast<uintptr_t>(p.input) % 16) == 0 &&
+                       (reinterpret_cast<uintptr_t>(p.output) % 16) == 0;
+  const int blocks = Blocks(p, sizeof(T));
+  if (aligned) {
+    AllReduceKernel<T, uint4, kOp><<<blocks, kThreads, 0, stream>>>(p);
+  } else {
+    AllReduceKernel<T, E, kOp><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T>
+int LaunchOp(const IpcLaunch& p, cudaStream_t stream) {
+  switch (p.op) {
+    case IpcOp::kSum: return Launch<T, IpcOp::kSum>(p, stream);
+    case IpcOp::kProd: return Launch<T, IpcOp::kProd>(p, stream);
+    case IpcOp::kMin: return Launch<T, IpcOp::kMin>(p, stream);
+    case IpcOp::kMax: return Launch<T, IpcOp::kMax>(p, stream);
+    case IpcOp::kAvg: return Launch<T, IpcOp::kAvg>(p, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace
+
+int LaunchAllReduce(const IpcLaunch& p, void* stream_ptr) {
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  switch (p.type) {
+    case IpcType::kInt8: return LaunchOp<int8_t>(p, stream);
+    case IpcType::kUint8: return LaunchOp<uint8_t>(p, stream);
+    case IpcType::kInt32: return LaunchOp<int32_t>(p, stream);
+    case IpcType::kUint32: return LaunchOp<uint32_t>(p, stream);
+    case IpcType::kInt64: return LaunchOp<int64_t>(p, stream);
+    case IpcType::kUint64: return LaunchOp<uint64_t>(p, stream);
+    case IpcType::kFloat16: return LaunchOp<__half>(p, stream);
+    case IpcType::kBfloat16: return LaunchOp<__nv_bfloat16>(p, stream);
+    case IpcType::kFloat32: return LaunchOp<float>(p, stream);
+    case IpcType::kFloat64: return LaunchOp<double>(p, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace cuda_ipc
+}  // namespace relay

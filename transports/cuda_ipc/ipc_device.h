@@ -1,0 +1,206 @@
+// File: transports/cuda_ipc/ipc_device.h
+//
+// Device code shared by the cuda_ipc kernels (ipc_kernels.h): element
+// types and reductions, the arena's parts, epochs, the per-block flag
+// barrier, and copies. Included by the .cu files only.
+//
+// A flag is raised with a system-scope release after the block's stores
+// into the peer's arena, and read with a system-scope acquire; slots are
+// read bypassing L1 (ld.cg), since peers write them again two calls later.
+#ifndef RELAY_TRANSPORTS_CUDA_IPC_IPC_DEVICE_H_
+#define RELAY_TRANSPORTS_CUDA_IPC_IPC_DEVICE_H_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "transports/cuda_ipc/ipc_kernels.h"
+
+namespace relay {
+namespace cuda_ipc {
+
+// Sums accumulate in the widened type (float32 for float16 and bfloat16)
+// and round once. Integer sums and products wrap; kAvg divides the sum by
+// the rank count (integers truncate toward zero), as the host kernels do.
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<__half> { using type = float; };
+template <> struct Acc<__nv_bfloat16> { using type = float; };
+
+template <typename T> __device__ __forceinline__ typename Acc<T>::type Widen(T v) { return v; }
+template <> __device__ __forceinline__ float Widen<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float Widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T Narrow(typename Acc<T>::type v) { return static_cast<T>(v); }
+template <> __device__ __forceinline__ __half Narrow<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <IpcOp kOp, typename A>
+__device__ __forceinline__ A Apply(A x, A y) {
+  if constexpr (kOp == IpcOp::kMin) {
+    return y < x ? y : x;
+  } else if constexpr (kOp == IpcOp::kMax) {
+    return x < y ? y : x;
+  } else if constexpr (std::is_integral_v<A>) {
+    using U = std::common_type_t<std::make_unsigned_t<A>, unsigned>;
+    return static_cast<A>(kOp == IpcOp::kProd
+                              ? static_cast<U>(x) * static_cast<U>(y)
+                              : static_cast<U>(x) + static_cast<U>(y));
+  } else {
+    return kOp == IpcOp::kProd ? x * y : x + y;
+  }
+}
+
+template <IpcOp kOp, typename A>
+__device__ __forceinline__ A Finish(A acc, int ranks) {
+  if constexpr (kOp == IpcOp::kAvg) {
+    return static_cast<A>(acc / static_cast<A>(ranks));
+  } else {
+    return acc;
+  }
+}
+
+// The unsigned type of each width, for loads that bypass L1.
+template <int kBytes> struct RawOf;
+template <> struct RawOf<1> { using type = unsigned char; };
+template <> struct RawOf<2> { using type = unsigned short; };
+template <> struct RawOf<4> { using type = unsigned int; };
+template <> struct RawOf<8> { using type = unsigned long long; };
+template <> struct RawOf<16> { using type = uint4; };
+
+__device__ __forceinline__ uint32_t* Flags(void* arena) {
+  return static_cast<uint32_t*>(arena);
+}
+__device__ __forceinline__ uint32_t* Counters(void* arena) {
+  return static_cast<uint32_t*>(arena) + ArenaLayout::kFlagWords;
+}
+// Source rank `src`'s slot in `arena`'s half `half` (p.slot_bytes each).
+__device__ __forceinline__ char* Slot(const IpcLaunch& p, void* arena, int half, int src) {
+  return static_cast<char*>(arena) + ArenaLayout::kDataOffset + half * p.half_bytes +
+         static_cast<size_t>(src) * p.slot_bytes;
+}
+__device__ __forceinline__ char* LowLatencySlot(void* arena, int half, int src) {
+  return static_cast<char*>(arena) + ArenaLayout::kLowLatencyOffset +
+         (static_cast<size_t>(half) * kMaxRanks + src) * ArenaLayout::kLowLatencySlotBytes;
+}
+
+__device__ __forceinline__ void StoreRelease(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ uint64_t GlobalTimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The call's epoch: one more than the calls this rank's arena has seen.
+__device__ __forceinline__ uint32_t BeginCall(void* arena, int counter) {
+  __shared__ uint32_t s_epoch;
+  if (threadIdx.x == 0) {
+    s_epoch = *reinterpret_cast<volatile uint32_t*>(Counters(arena) + counter) + 1;
+  }
+  __syncthreads();
+  return s_epoch;
+}
+
+// The last block of the call to finish advances the call counter; the next
+// call on this rank (a later kernel) reads it.
+__device__ __forceinline__ void EndCall(void* arena, int counter, uint32_t epoch) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* c = Counters(arena) + counter;
+    if (atomicAdd(c + 1, 1u) == gridDim.x - 1) {
+      c[1] = 0;
+      c[0] = epoch;
+      __threadfence();
+    }
+  }
+}
+
+__device__ __forceinline__ void Report(const IpcLaunch& p, int code, int peer) {
+  if (p.error != nullptr) *reinterpret_cast<volatile int*>(p.error) = code | (peer << 8);
+}
+
+// Block `block` raises its flag of `phase` in every peer's arena and waits
+// for every peer's in its own. False (on every thread) if it gave up.
+__device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_t epoch) {
+  // Every thread's stores into peers' arenas are done (acknowledged) before
+  // any flag goes up.
+  __threadfence_system();
+  __syncthreads();
+  bool ok = true;
+  const int t = threadIdx.x;
+  if (t < p.size && t != p.rank) {
+    const size_t row = (size_t{static_cast<size_t>(phase)} * kMaxBlocks + block) * kMaxRanks;
+    StoreRelease(Flags(p.arenas[t]) + row + p.rank, epoch);
+    const uint32_t* mine = Flags(p.arenas[p.rank]) + row + t;
+    const uint64_t start = GlobalTimer();
+    uint32_t spins = 0;
+    while (static_cast<int32_t>(LoadAcquire(mine) - epoch) < 0) {
+      if ((++spins & 255) != 0) continue;
+      if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
+        Report(p, kErrorAborted, t);
+        ok = false;
+        break;
+      }
+      if (GlobalTimer() - start > p.timeout_ns) {
+        Report(p, kErrorTimeout, t);
+        ok = false;
+        break;
+      }
+    }
+  }
+  return __syncthreads_and(ok) != 0;
+}
+
+struct Range {
+  size_t begin, end;
+  __device__ __forceinline__ Range Scaled(size_t k) const { return {begin * k, end * k}; }
+};
+// Part `part` of `parts` of [begin, end), in whole units.
+__device__ __forceinline__ Range Split(size_t begin, size_t end, int part, int parts) {
+  const size_t n = end - begin;
+  const size_t each = (n + parts - 1) / parts;
+  const size_t b = begin + min(n, each * part);
+  return {b, begin + min(n, each * (part + 1))};
+}
+
+// dst[base_d + i] = src[base_s + i] for i in [r.begin, r.end), the block's
+// threads striding, four units in flight per thread (a peer's memory is a
+// round trip away; stores to it are posted).
+template <typename R>
+__device__ __forceinline__ void CopyUnits(R* __restrict__ dst, size_t base_d,
+                                          const R* __restrict__ src, size_t base_s,
+                                          Range r) {
+  constexpr int kUnroll = 4;
+  const size_t stride = blockDim.x;
+  size_t i = r.begin + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < r.end; i += kUnroll * stride) {
+    R v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(src + base_s + i + u * stride);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) dst[base_d + i + u * stride] = v[u];
+  }
+  for (; i < r.end; i += stride) dst[base_d + i] = __ldcg(src + base_s + i);
+}
+
+// Blocks for `work` units of 16 bytes: a unit per thread up to kMaxBlocks
+// blocks (more blocks keep more stores in flight, fewer take part in fewer
+// barriers).
+inline int BlocksFor(size_t work) {
+  const size_t want = (work + kThreads - 1) / kThreads;
+  return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
+}
+
+}  // namespace cuda_ipc
+}  // namespace relay
+
+#endif  // RELAY_TRANSPORTS_CUDA_IPC_IPC_DEVICE_H_

@@ -1,0 +1,255 @@
+// The cuda_ipc collectives other than all_reduce (ipc_kernels.h's
+// ExchangeKind), and the teardown barrier.
+//
+// One shape serves them all: every rank stores the chunks its peers need
+// into their slots for it, every block meets its peers' same block at a
+// flag barrier, then every rank copies (or reduces, in rank order) what it
+// received from its own arena into its output. The barrier is complete
+// even where data flows one way (broadcast, gather): a rank may reuse an
+// arena half only after every peer finished the call that used it last.
+#include "transports/cuda_ipc/ipc_device.h"
+
+namespace relay {
+namespace cuda_ipc {
+namespace {
+
+// Who sends what to whom, per kind (offsets in elements of the launch).
+template <ExchangeKind kKind>
+struct Plan {
+  // Whether this rank stores into rank d's slot for it.
+  __device__ static bool Pushes(const IpcLaunch& p, int d) {
+    if (d == p.rank) return false;
+    switch (kKind) {
+      case ExchangeKind::kBroadcast:
+      case ExchangeKind::kScatter: return p.rank == p.root;
+      case ExchangeKind::kGather:
+      case ExchangeKind::kReduce: return d == p.root;
+      default: return true;
+    }
+  }
+  // Whether this rank's output takes source q's contribution.
+  __device__ static bool Takes(const IpcLaunch& p, int q) {
+    switch (kKind) {
+      case ExchangeKind::kBroadcast:
+      case ExchangeKind::kScatter: return q == p.root;
+      case ExchangeKind::kGather:
+      case ExchangeKind::kReduce: return p.rank == p.root;
+      default: return true;
+    }
+  }
+  // Where the chunk for rank d starts in the input.
+  __device__ static size_t InputChunk(const IpcLaunch& p, int d) {
+    if constexpr (kKind == ExchangeKind::kAllToAll || kKind == ExchangeKind::kScatter ||
+                  kKind == ExchangeKind::kReduceScatter) {
+      return d * p.stride;
+    }
+    return 0;
+  }
+  // Where source q's chunk goes in the output.
+  __device__ static size_t OutputChunk(const IpcLaunch& p, int q) {
+    if constexpr (kKind == ExchangeKind::kAllGather || kKind == ExchangeKind::kAllToAll ||
+                  kKind == ExchangeKind::kGather) {
+      return q * p.stride;
+    }
+    return 0;
+  }
+};
+
+// Copies the [0, bytes) range of `src` to `dst` this block owns: its
+// share of the whole 16-byte units in units of R, and (block 0) the bytes
+// after them.
+template <typename R>
+__device__ __forceinline__ void CopyShare(char* dst, const char* src, size_t bytes) {
+  const size_t units = bytes / 16;
+  const Range r = Split(0, units, blockIdx.x, gridDim.x).Scaled(16 / sizeof(R));
+  CopyUnits(reinterpret_cast<R*>(dst), 0, reinterpret_cast<const R*>(src), 0, r);
+  if (blockIdx.x == 0) {
+    for (size_t i = units * 16 + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+// Copy kinds, in bytes: the launch's count and stride are bytes. R: the
+// widest unit dividing this rank's buffer addresses and the stride.
+template <typename R, ExchangeKind kKind>
+__global__ void __launch_bounds__(kThreads) CopyKernel(IpcLaunch p) {
+  using P = Plan<kKind>;
+  void* own_arena = p.arenas[p.rank];
+  const uint32_t epoch = BeginCall(own_arena, 0);
+  const int half = epoch & 1;
+  const char* in = static_cast<const char*>(p.input);
+  char* out = static_cast<char*>(p.output);
+  for (int d = 0; d < p.size; ++d) {
+    if (P::Pushes(p, d)) CopyShare<R>(Slot(p, p.arenas[d], half, p.rank), in + P::InputChunk(p, d), p.count);
+  }
+  if (Barrier(p, 0, blockIdx.x, epoch)) {
+    for (int q = 0; q < p.size; ++q) {
+      if (!P::Takes(p, q)) continue;
+      char* dst = out + P::OutputChunk(p, q);
+      const char* src = q == p.rank ? in + P::InputChunk(p, q) : Slot(p, own_arena, half, q);
+      if (src != dst) CopyShare<R>(dst, src, p.count);  // In place: already there.
+    }
+  }
+  EndCall(own_arena, 0, epoch);
+}
+
+// Reducing kinds: count and stride in elements. R is 16 bytes where this
+// rank's buffers and stride allow, else one element; each block reduces
+// its share of the whole 16-byte units, block 0 the elements after them.
+template <typename T, typename R, IpcOp kOp, ExchangeKind kKind>
+__global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
+  using P = Plan<kKind>;
+  using A = typename Acc<T>::type;
+  using E = typename RawOf<sizeof(T)>::type;
+  constexpr int kLanes = sizeof(R) / sizeof(T);
+  constexpr size_t kPer16 = 16 / sizeof(T);
+  void* own_arena = p.arenas[p.rank];
+  const uint32_t epoch = BeginCall(own_arena, 0);
+  const int half = epoch & 1;
+  const T* in = static_cast<const T*>(p.input);
+  T* out = static_cast<T*>(p.output);
+  const size_t bytes = p.count * sizeof(T);
+  for (int d = 0; d < p.size; ++d) {
+    if (P::Pushes(p, d)) {
+      CopyShare<R>(Slot(p, p.arenas[d], half, p.rank),
+                   reinterpret_cast<const char*>(in + P::InputChunk(p, d)), bytes);
+    }
+  }
+  if (Barrier(p, 0, blockIdx.x, epoch) && P::Takes(p, p.rank)) {
+    const T* own = in + P::InputChunk(p, p.rank);
+    auto source = [&](int q) -> const T* {
+      return q == p.rank ? own : reinterpret_cast<const T*>(Slot(p, own_arena, half, q));
+    };
+    const size_t units = p.count / kPer16;
+    const Range r = Split(0, units, blockIdx.x, gridDim.x).Scaled(16 / sizeof(R));
+    union Unit {
+      R raw;
+      T e[kLanes];
+    };
+    for (size_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+      A acc[kLanes];
+      for (int q = 0; q < p.size; ++q) {
+        Unit u;
+        u.raw = __ldcg(reinterpret_cast<const R*>(source(q)) + i);
+#pragma unroll
+        for (int l = 0; l < kLanes; ++l) {
+          acc[l] = q == 0 ? Widen(u.e[l]) : Apply<kOp>(acc[l], Widen(u.e[l]));
+        }
+      }
+      Unit o;
+#pragma unroll
+      for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[l], p.size));
+      reinterpret_cast<R*>(out)[i] = o.raw;
+    }
+    if (blockIdx.x == 0) {
+      for (size_t i = units * kPer16 + threadIdx.x; i < p.count; i += blockDim.x) {
+        A acc{};
+        for (int q = 0; q < p.size; ++q) {
+          union { E raw; T e; } u;
+          u.raw = __ldcg(reinterpret_cast<const E*>(source(q)) + i);
+          acc = q == 0 ? Widen(u.e) : Apply<kOp>(acc, Widen(u.e));
+        }
+        out[i] = Narrow<T>(Finish<kOp>(acc, p.size));
+      }
+    }
+  }
+  EndCall(own_arena, 0, epoch);
+}
+
+__global__ void TeardownKernel(IpcLaunch p) {
+  const uint32_t epoch = BeginCall(p.arenas[p.rank], 2);
+  Barrier(p, kTeardownPhase, 0, epoch);
+  EndCall(p.arenas[p.rank], 2, epoch);
+}
+
+bool Aligned(const void* ptr, size_t to) {
+  return reinterpret_cast<uintptr_t>(ptr) % to == 0;
+}
+
+// The grid depends on the call alone (the same on every rank).
+int Blocks(size_t chunk_bytes) { return BlocksFor(chunk_bytes / 16); }
+
+template <typename R, ExchangeKind kKind>
+int LaunchCopyAs(const IpcLaunch& p, cudaStream_t stream) {
+  CopyKernel<R, kKind><<<Blocks(p.count), kThreads, 0, stream>>>(p);
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <ExchangeKind kKind>
+int LaunchCopy(const IpcLaunch& p, cudaStream_t stream) {
+  auto fits = [&](size_t w) {
+    return Aligned(p.input, w) && Aligned(p.output, w) && p.stride % w == 0;
+  };
+  if (fits(16)) return LaunchCopyAs<uint4, kKind>(p, stream);
+  if (fits(8)) return LaunchCopyAs<unsigned long long, kKind>(p, stream);
+  if (fits(4)) return LaunchCopyAs<unsigned int, kKind>(p, stream);
+  if (fits(2)) return LaunchCopyAs<unsigned short, kKind>(p, stream);
+  return LaunchCopyAs<unsigned char, kKind>(p, stream);
+}
+
+template <typename T, IpcOp kOp, ExchangeKind kKind>
+int LaunchReduceAs(const IpcLaunch& p, cudaStream_t stream) {
+  using E = typename RawOf<sizeof(T)>::type;
+  const int blocks = Blocks(p.count * sizeof(T));
+  if (Aligned(p.input, 16) && Aligned(p.output, 16) && (p.stride * sizeof(T)) % 16 == 0) {
+    ReduceKernel<T, uint4, kOp, kKind><<<blocks, kThreads, 0, stream>>>(p);
+  } else {
+    ReduceKernel<T, E, kOp, kKind><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  return static_cast<int>(cudaGetLastError());
+}
+
+template <typename T, ExchangeKind kKind>
+int LaunchReduceOp(const IpcLaunch& p, cudaStream_t stream) {
+  switch (p.op) {
+    case IpcOp::kSum: return LaunchReduceAs<T, IpcOp::kSum, kKind>(p, stream);
+    case IpcOp::kProd: return LaunchReduceAs<T, IpcOp::kProd, kKind>(p, stream);
+    case IpcOp::kMin: return LaunchReduceAs<T, IpcOp::kMin, kKind>(p, stream);
+    case IpcOp::kMax: return LaunchReduceAs<T, IpcOp::kMax, kKind>(p, stream);
+    case IpcOp::kAvg: return LaunchReduceAs<T, IpcOp::kAvg, kKind>(p, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+template <ExchangeKind kKind>
+int LaunchReduce(const IpcLaunch& p, cudaStream_t stream) {
+  switch (p.type) {
+    case IpcType::kInt8: return LaunchReduceOp<int8_t, kKind>(p, stream);
+    case IpcType::kUint8: return LaunchReduceOp<uint8_t, kKind>(p, stream);
+    case IpcType::kInt32: return LaunchReduceOp<int32_t, kKind>(p, stream);
+    case IpcType::kUint32: return LaunchReduceOp<uint32_t, kKind>(p, stream);
+    case IpcType::kInt64: return LaunchReduceOp<int64_t, kKind>(p, stream);
+    case IpcType::kUint64: return LaunchReduceOp<uint64_t, kKind>(p, stream);
+    case IpcType::kFloat16: return LaunchReduceOp<__half, kKind>(p, stream);
+    case IpcType::kBfloat16: return LaunchReduceOp<__nv_bfloat16, kKind>(p, stream);
+    case IpcType::kFloat32: return LaunchReduceOp<float, kKind>(p, stream);
+    case IpcType::kFloat64: return LaunchReduceOp<double, kKind>(p, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+}  // namespace
+
+int LaunchExchange(const IpcLaunch& p, ExchangeKind kind, void* stream_ptr) {
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  switch (kind) {
+    case ExchangeKind::kAllGather: return LaunchCopy<ExchangeKind::kAllGather>(p, stream);
+    case ExchangeKind::kBroadcast: return LaunchCopy<ExchangeKind::kBroadcast>(p, stream);
+    case ExchangeKind::kAllToAll: return LaunchCopy<ExchangeKind::kAllToAll>(p, stream);
+    case ExchangeKind::kGather: return LaunchCopy<ExchangeKind::kGather>(p, stream);
+    case ExchangeKind::kScatter: return LaunchCopy<ExchangeKind::kScatter>(p, stream);
+    case ExchangeKind::kReduceScatter:
+      return LaunchReduce<ExchangeKind::kReduceScatter>(p, stream);
+    case ExchangeKind::kReduce: return LaunchReduce<ExchangeKind::kReduce>(p, stream);
+  }
+  return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int LaunchTeardownBarrier(const IpcLaunch& p, void* stream) {
+  TeardownKernel<<<1, 32, 0, static_cast<cudaStream_t>(stream)>>>(p);
+  return static_cast<int>(cudaGetLastError());
+}
+
+bool KernelsBuilt() { return true; }
+
+}  // namespace cuda_ipc
+}  // namespace relay
