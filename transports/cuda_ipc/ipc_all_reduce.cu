@@ -76,8 +76,8 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
   // first barrier.
   auto push_tail = [&] {
     const E* src = static_cast<const E*>(p.input) + tail_begin;
-    for (int s = 0; s < n; ++s) {
-      if (s == p.rank) continue;
+    for (int k = 1; k < n; ++k) {
+      const int s = Peer(p, b, k);
       E* dst = reinterpret_cast<E*>(Slot(p, p.arenas[s], half, p.rank) + tail_offset);
       for (size_t i = threadIdx.x; i < tail; i += blockDim.x) dst[i] = src[i];
     }
@@ -205,8 +205,8 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
     // Every rank pushes its whole contribution to every peer and reduces
     // locally.
     const Range r = Split(0, units, b, blocks).Scaled(kScale);
-    for (int s = 0; s < n; ++s) {
-      if (s == p.rank) continue;
+    for (int k = 1; k < n; ++k) {
+      const int s = Peer(p, b, k);
       CopyUnits(reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank)), 0, in, 0, r);
     }
     if (b == 0) push_tail();
@@ -223,8 +223,8 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
     auto part_of = [&](const Range& slice) {
       return Split(0, slice.end - slice.begin, b, blocks).Scaled(kScale);
     };
-    for (int s = 0; s < n; ++s) {
-      if (s == p.rank) continue;
+    for (int k = 1; k < n; ++k) {
+      const int s = Peer(p, b, k);
       const Range slice = Split(0, units, s, n);
       CopyUnits(reinterpret_cast<R*>(Slot(p, p.arenas[s], half, p.rank)), 0, in,
                 slice.begin * kScale, part_of(slice));

@@ -78,8 +78,11 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(IpcLaunch p) {
   const int half = epoch & 1;
   const char* in = static_cast<const char*>(p.input);
   char* out = static_cast<char*>(p.output);
-  for (int d = 0; d < p.size; ++d) {
-    if (P::Pushes(p, d)) CopyShare<R>(Slot(p, p.arenas[d], half, p.rank), in + P::InputChunk(p, d), p.count);
+  for (int k = 1; k < p.size; ++k) {
+    const int d = Peer(p, blockIdx.x, k);
+    if (P::Pushes(p, d)) {
+      CopyShare<R>(Slot(p, p.arenas[d], half, p.rank), in + P::InputChunk(p, d), p.count);
+    }
   }
   if (Barrier(p, 0, blockIdx.x, epoch)) {
     for (int q = 0; q < p.size; ++q) {
@@ -108,7 +111,8 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
   const T* in = static_cast<const T*>(p.input);
   T* out = static_cast<T*>(p.output);
   const size_t bytes = p.count * sizeof(T);
-  for (int d = 0; d < p.size; ++d) {
+  for (int k = 1; k < p.size; ++k) {
+    const int d = Peer(p, blockIdx.x, k);
     if (P::Pushes(p, d)) {
       CopyShare<R>(Slot(p, p.arenas[d], half, p.rank),
                    reinterpret_cast<const char*>(in + P::InputChunk(p, d)), bytes);
