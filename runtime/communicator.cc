@@ -369,6 +369,12 @@ Communicator::PrepareCollective(CollectiveArgs& args,
   }
   if (args.algorithm != Algorithm::kNative) {
     RELAY_RETURN_IF_ERROR(engine_.Supports(args.kind, args.algorithm));
+    if (!caps.point_to_point && !WantsNative(args, caps)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveName(args.kind), ": algorithm '", AlgorithmName(args.algorithm),
+          "' runs over point-to-point, which ", transport_->name(),
+          " does not have; use 'auto' or 'native'"));
+    }
   } else if (!caps.native_collectives) {
     // Rejected here, before the sequence number is taken: a transport that
     // fails the native call later would leave this rank a number ahead.

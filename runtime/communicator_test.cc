@@ -1306,6 +1306,50 @@ TEST(CommunicatorTest, BatchRefusedBeforePostingLeavesTheCommunicatorUsable) {
   for (std::thread& t : threads) t.join();
 }
 
+// Loopback declared as having no point-to-point (as cuda_ipc for now).
+class NoPointToPointLoopback final : public WrappedLoopback {
+ public:
+  using WrappedLoopback::WrappedLoopback;
+  absl::string_view name() const override { return "no_p2p_loopback"; }
+  TransportCapabilities capabilities() const override {
+    TransportCapabilities caps = inner_->capabilities();
+    caps.point_to_point = false;
+    caps.exchange_bytes = 0;
+    caps.shared_address_space = false;
+    return caps;
+  }
+};
+
+// relay's own algorithms need point-to-point: over a transport without it a
+// call that would run one (forced, or chosen where there are no native
+// collectives) is InvalidArgument, naming the transport, before anything is
+// sent.
+TEST(CommunicatorTest, AlgorithmsThatNeedPointToPointAreRefusedWithoutIt) {
+  WrappedLoopbackFactory<NoPointToPointLoopback> factory;
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+          factory, DefaultEngine(), store, r, 2, TestOptions());
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      std::vector<float> in(8, 1.0f), out(8, 0.0f);
+      for (Algorithm a : {Algorithm::kRing, Algorithm::kAuto}) {
+        CollectiveOptions opts;
+        opts.algorithm = a;
+        absl::StatusOr<Request> refused = (*comm)->AllReduce(
+            ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum, opts);
+        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+            << refused.status();
+        EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                      "no_p2p_loopback does not have"))
+            << refused.status();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 // ---------------------------------------------------------------------------
 // Concurrency and callbacks.
 

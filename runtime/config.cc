@@ -89,8 +89,9 @@ const Setting kSettings[] = {
     {"RELAY_CUDA_IPC_ARENA_BYTES", K::kCount, "268435456", 1048576,
      68719476736, "", "Transports",
      "Device memory each rank of a cuda_ipc communicator maps into every "
-     "peer for relay's kernels (two halves, used in turn); a call larger "
-     "than a quarter of it runs in pieces."},
+     "peer for relay's collective kernels (two halves, used in turn); a "
+     "call larger than a quarter of it runs in pieces. Flags, low-latency "
+     "words and the point-to-point channels add 18 MiB more."},
     {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "4194304", 0, 68719476736, "",
      "Transports",
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "

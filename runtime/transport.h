@@ -68,6 +68,10 @@ struct TransportCapabilities {
   bool device_memory = false;
   bool fused_recv_reduce = false;   // IrecvReduce is implemented.
   bool native_collectives = false;  // Collective() is implemented.
+  // Isend, Irecv and PostBatch are implemented. Without them (cuda_ipc,
+  // for now) relay's own algorithms cannot run, and a call that forces one
+  // is InvalidArgument before anything is sent.
+  bool point_to_point = true;
   // Every rank's memory is addressable from every rank (threads of one
   // process): Rendezvous() is implemented.
   bool shared_address_space = false;

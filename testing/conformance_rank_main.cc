@@ -102,10 +102,12 @@ int Main(int argc, char** argv) {
   std::vector<ConformanceCase> cases;
   const TransportCapabilities caps = (*comm)->capabilities();
   // A device-memory transport runs its native collectives and relay's own
-  // algorithms on device buffers.
+  // algorithms on device buffers; one without point-to-point only the
+  // native ones.
   const std::vector<ConformanceCase> matrix =
-      caps.host_memory ? ConformanceCasesForSize(env->size)
-                       : DeviceConformanceCases(env->size);
+      caps.host_memory         ? ConformanceCasesForSize(env->size)
+      : !caps.point_to_point   ? NativeConformanceCases(env->size)
+                               : DeviceConformanceCases(env->size);
   for (const ConformanceCase& c : matrix) {
     // Direct algorithms need ranks that share an address space.
     if (c.algorithm == Algorithm::kDirect && !caps.shared_address_space) {

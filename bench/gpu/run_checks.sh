@@ -4,7 +4,8 @@
 # The GPU correctness checks, on a GPU host, from the folder bench/gpu/build.sh
 # filled: the device kernels against the host ones, the NCCL transport's
 # and cuda_ipc transports' tests with one process for every GPU (threads),
-# cuda_ipc's all_reduce with a process per GPU, the overlap example
+# cuda_ipc's collectives and conformance suite with a process per GPU, the
+# overlap example
 # (examples/overlap_streams), and the conformance suite
 # over NCCL with one process per GPU under relayrun, for 2 GPUs and for all
 # of them. Logs go to OUT_DIR; the last line says how many checks failed.
@@ -40,6 +41,10 @@ for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
     --timeout 600 -- "$here/collectives" --transport cuda_ipc --collective "$c" \
     -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
 done
+# The conformance suite over cuda_ipc with a process per GPU (native
+# collectives and relay's algorithms over its point-to-point).
+check conformance_cuda_ipc_processes python3 "$here/relayrun" -n "$gpus" \
+  --transport cuda_ipc --timeout 600 -- "$here/conformance_rank" --timeout 60
 # The overlap example on every GPU: the values checked after every
 # step, with no device-wide synchronize.
 check overlap_streams "$here/overlap_streams" --steps 20

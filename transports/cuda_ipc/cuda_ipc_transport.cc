@@ -183,6 +183,12 @@ absl::Status Core::KernelError(const char* what) const {
   const int word = reinterpret_cast<volatile int*>(host_flags)[1];
   if (word == 0) return absl::OkStatus();
   const int peer = cuda_ipc::ErrorPeer(word);
+  if (cuda_ipc::ErrorCode(word) == cuda_ipc::kErrorSizeMismatch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: ", what, ": rank ", rank, " posted a receive whose size differs from "
+        "the matching send of rank ", peer, " (a pair's messages match in posting order, "
+        "and their counts must be equal)"));
+  }
   if (cuda_ipc::ErrorCode(word) == cuda_ipc::kErrorTimeout) {
     return absl::DeadlineExceededError(absl::StrCat(
         "cuda_ipc: ", what, ": rank ", rank, " waited past the deadline for rank ",
@@ -278,25 +284,30 @@ class CudaIpcTransport final : public Transport {
     caps.bandwidth_gbps = 300.0;
     return caps;
   }
-  absl::StatusOr<Request> Isend(int, Tag, ConstBuffer, absl::Time) override {
-    return Unsupported("point-to-point");
+  // Tags are not carried: a pair's messages match in posting order.
+  absl::StatusOr<Request> Isend(int peer, Tag tag, ConstBuffer data,
+                                absl::Time deadline) override {
+    const P2POp op = P2POp::Send(data, peer, static_cast<int64_t>(tag));
+    return PostBatch({&op, 1}, nullptr, deadline);
   }
-  absl::StatusOr<Request> Irecv(int, Tag, Buffer, absl::Time) override {
-    return Unsupported("point-to-point");
+  absl::StatusOr<Request> Irecv(int peer, Tag tag, Buffer data,
+                                absl::Time deadline) override {
+    const P2POp op = P2POp::Recv(data, peer, static_cast<int64_t>(tag));
+    return PostBatch({&op, 1}, nullptr, deadline);
   }
-  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp>, void*,
-                                    absl::Time) override {
-    return Unsupported("point-to-point");
-  }
+  absl::StatusOr<Request> PostBatch(absl::Span<const P2POp> ops, void* cuda_stream,
+                                    absl::Time deadline) override;
   absl::Status CheckMemory(const ConstBuffer& b, absl::string_view what) const override;
   absl::StatusOr<Request> Collective(const CollectiveArgs& args) override;
   void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
 
  private:
-  static absl::Status Unsupported(absl::string_view what) {
-    return absl::UnimplementedError(absl::StrCat(
-        "cuda_ipc: ", what, " is not implemented yet; use the nccl transport"));
-  }
+  // Queues `enqueue(stream)` (kernels on `stream`: the transport's, or with
+  // kOnStream `user_stream` itself) after the work on `user_stream` and
+  // this transport's previous operation, and returns its request.
+  template <typename Enqueue>
+  absl::StatusOr<Request> Launch(void* user_stream, StreamOrder order, absl::Time deadline,
+                                 const char* what, Enqueue&& enqueue);
   absl::Status EnqueueAllReduce(const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op, absl::Time deadline,
                                 cudaStream_t stream);
@@ -440,17 +451,15 @@ absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
   return absl::OkStatus();
 }
 
-absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args) {
+template <typename Enqueue>
+absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder order,
+                                                 absl::Time deadline, const char* what,
+                                                 Enqueue&& enqueue) {
   Core& c = *core_;
-  if (args.kind != CollectiveKind::kBarrier && PerRankCount(args, c.size) == 0) {
-    return Request::CompletedOnDevice();
-  }
-  const char* what = CollectiveName(args.kind).data();  // NUL-terminated.
   device_runtime::ScopedDevice on_device(c.device);
-  cudaStream_t caller = args.stream == nullptr
-                            ? cudaStreamLegacy
-                            : static_cast<cudaStream_t>(args.stream);
-  const bool on_caller = args.stream_order == StreamOrder::kOnStream;
+  cudaStream_t caller = user_stream == nullptr ? cudaStreamLegacy
+                                               : static_cast<cudaStream_t>(user_stream);
+  const bool on_caller = order == StreamOrder::kOnStream;
   cudaStream_t stream = on_caller ? caller : c.stream;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (on_caller) {
@@ -474,27 +483,13 @@ absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args)
         }
       }
       // One operation at a time, in posting order, whatever the streams:
-      // the kernels' epochs count this transport's calls.
+      // the kernels count this transport's calls and chunks.
       if (queued.ok() && c.last_done != nullptr && c.last_stream != stream) {
         queued = Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
                       "cudaStreamWaitEvent (the previous operation)");
       }
     }
-    if (queued.ok()) {
-      switch (args.kind) {
-        case CollectiveKind::kBarrier:
-          queued = EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
-                                    DataType::kInt32, ReduceOp::kSum, args.deadline,
-                                    stream);
-          break;
-        case CollectiveKind::kAllReduce:
-          queued = EnqueueAllReduce(args.send.data, args.recv.data, args.send.count,
-                                    args.send.dtype, args.op, args.deadline, stream);
-          break;
-        default:
-          queued = EnqueueExchange(args, stream);
-      }
-    }
+    if (queued.ok()) queued = enqueue(stream);
     if (queued.ok() && !capturing) {
       queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
       if (queued.ok()) {
@@ -512,13 +507,70 @@ absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args)
   // A captured call runs when its graph is launched: the caller's stream
   // orders it, and there is nothing for the host to watch.
   if (capturing) return Request::CompletedOnDevice();
-  auto request = std::make_shared<IpcRequest>(core_, done, args.deadline, what);
+  auto request = std::make_shared<IpcRequest>(core_, done, deadline, what);
   {
     std::lock_guard<std::mutex> lock(c.watch_mu);
     c.pending.push_back(request);
   }
   c.watch_cv.notify_one();
   return Request(std::move(request));
+}
+
+absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args) {
+  Core& c = *core_;
+  if (args.kind != CollectiveKind::kBarrier && PerRankCount(args, c.size) == 0) {
+    return Request::CompletedOnDevice();
+  }
+  return Launch(args.stream, args.stream_order, args.deadline,
+                CollectiveName(args.kind).data(),  // NUL-terminated.
+                [&](cudaStream_t stream) -> absl::Status {
+                  switch (args.kind) {
+                    case CollectiveKind::kBarrier:
+                      return EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
+                                              DataType::kInt32, ReduceOp::kSum,
+                                              args.deadline, stream);
+                    case CollectiveKind::kAllReduce:
+                      return EnqueueAllReduce(args.send.data, args.recv.data,
+                                              args.send.count, args.send.dtype, args.op,
+                                              args.deadline, stream);
+                    default:
+                      return EnqueueExchange(args, stream);
+                  }
+                });
+}
+
+absl::StatusOr<Request> CudaIpcTransport::PostBatch(absl::Span<const P2POp> ops,
+                                                    void* cuda_stream,
+                                                    absl::Time deadline) {
+  const Core& c = *core_;
+  if (ops.empty()) return Request::CompletedOnDevice();
+  if (ops.size() > static_cast<size_t>(cuda_ipc::kMaxP2POps)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: a batch of ", ops.size(), " sends and receives; at most ",
+        cuda_ipc::kMaxP2POps, " go in one"));
+  }
+  cuda_ipc::P2PLaunch l;
+  l.base = BaseLaunch(deadline);
+  l.ops = static_cast<int>(ops.size());
+  for (size_t j = 0; j < ops.size(); ++j) {
+    const P2POp& op = ops[j];
+    const bool send = op.kind == P2POp::Kind::kSend;
+    if (op.peer < 0 || op.peer >= c.size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cuda_ipc: peer ", op.peer, " is out of range [0, ", c.size, ")"));
+    }
+    if (op.data.count > 0) {
+      RELAY_RETURN_IF_ERROR(CheckMemory(op.data, send ? "send buffer" : "recv buffer"));
+    }
+    l.op[j] = {op.data.data, op.data.bytes(), op.peer, send};
+  }
+  const char* what = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
+                                     : "batched send/recv";
+  return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
+                [&](cudaStream_t stream) {
+                  return Cuda(static_cast<cudaError_t>(cuda_ipc::LaunchP2P(l, stream)),
+                              "send/recv kernel launch");
+                });
 }
 
 int VisibleDevices() {
@@ -578,7 +630,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.arena, bytes), "cudaMalloc (arena)"));
   // Flags, counters and low-latency words start at zero; the data halves
   // need no clearing.
-  RELAY_RETURN_IF_ERROR(Cuda(cudaMemset(c.arena, 0, cuda_ipc::ArenaLayout::kDataOffset),
+  RELAY_RETURN_IF_ERROR(Cuda(cudaMemset(c.arena, 0, cuda_ipc::ArenaLayout::kZeroedBytes),
                              "cudaMemset (arena flags)"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.barrier_scratch, sizeof(int32_t)),
                              "cudaMalloc (barrier scratch)"));

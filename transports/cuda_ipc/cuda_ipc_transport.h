@@ -7,7 +7,8 @@
 // transport uses the CUDA device current on the thread that connects it.
 //
 // Memory. Each rank allocates one arena (RELAY_CUDA_IPC_ARENA_BYTES, default
-// 256 MiB: flags, then two data halves used in turn) with cudaMalloc and
+// 256 MiB, for two data halves used in turn, plus 18 MiB of flags,
+// low-latency words and point-to-point channels) with cudaMalloc and
 // shares it through cudaIpcGetMemHandle, the handle passing through the
 // communicator's store; a peer in another process opens it with
 // cudaIpcOpenMemHandle, a peer thread of the same process uses the pointer
@@ -29,8 +30,16 @@
 // every rank stores what each peer needs into that peer's arena, the ranks
 // meet at a flag barrier, and each copies or reduces what it received into
 // its output (in pieces of up to half the arena / ranks). barrier is a
-// one-element all_reduce. Point-to-point is Unimplemented for now (relay's
-// own algorithms need it; use the nccl transport for them).
+// one-element all_reduce.
+//
+// Point-to-point. Isend, Irecv and PostBatch move device memory in 1 MiB
+// chunks through a two-chunk channel per pair in the receiver's arena, by
+// one kernel per batch whose every op runs at once. Tags are not carried
+// (as NCCL's): a pair's messages match in posting order, and a receive's
+// count must equal its send's (else InvalidArgument naming the sender). A
+// send of more than two chunks completes only once its receive runs, so
+// two ranks that send to each other must post both sides in one batch
+// (BatchSendRecv), as relay's schedules do. At most 32 ops a batch.
 //
 // Streams. As the NCCL transport: an operation waits on the GPU for the work
 // queued on the caller's stream and runs on the transport's own stream, or,

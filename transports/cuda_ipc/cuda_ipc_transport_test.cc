@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -221,12 +222,13 @@ TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// The conformance matrix for native collectives (every collective; counts
-// 0, 1, one not divisible by the ranks, one over a million; every root; in
-// place and not; every dtype and op for the reductions) on `n` GPUs, ranks
-// as threads.
+// The conformance matrix on `n` GPUs, ranks as threads: the native
+// collectives (every collective; counts 0, 1, one not divisible by the
+// ranks, one over a million; every root; in place and not; every dtype and
+// op for the reductions), and relay's own algorithms over cuda_ipc's
+// point-to-point (collectives/stream_executor.h).
 void RunConformance(int n) {
-  const std::vector<ConformanceCase> cases = NativeConformanceCases(n);
+  const std::vector<ConformanceCase> cases = DeviceConformanceCases(n);
   CommunicatorOptions options;
   options.default_timeout = absl::Seconds(60);
   std::vector<std::string> failures;
@@ -253,6 +255,127 @@ TEST(CudaIpcConformanceTest, TwoGpusInPieces) {
 TEST(CudaIpcConformanceTest, AllGpus) {
   if (Gpus() < 3) GTEST_SKIP() << "needs 3 or more GPUs, " << Gpus() << " visible";
   RunConformance(std::min(Gpus(), 8));
+}
+
+// Fills `count` bytes at `p` with a pattern of (seed, index).
+absl::Status FillPattern(char* p, size_t count, int seed) {
+  std::vector<unsigned char> host(count);
+  for (size_t i = 0; i < count; ++i) host[i] = static_cast<unsigned char>(i * 31 + seed * 7 + (i >> 11));
+  return CudaCheck(cudaMemcpy(p, host.data(), count, cudaMemcpyHostToDevice), "cudaMemcpy");
+}
+absl::Status CheckPattern(const char* p, size_t count, int seed, const std::string& what) {
+  std::vector<unsigned char> host(count);
+  RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(host.data(), p, count, cudaMemcpyDeviceToHost),
+                                  "cudaMemcpy"));
+  for (size_t i = 0; i < count; ++i) {
+    const auto want = static_cast<unsigned char>(i * 31 + seed * 7 + (i >> 11));
+    if (host[i] != want) {
+      return absl::InternalError(absl::StrCat(what, ": byte ", i, " of ", count, " is ",
+                                              host[i], ", want ", want));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sends and receives: both ways at once in one batch, sizes from nothing to
+// many chunks, buffers misaligned, two messages to one peer in one batch,
+// a message to itself, and 200 small ones in a row (the chunk counters).
+TEST(CudaIpcTransportTest, SendAndReceive) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank(), peer = 1 - rank;
+        const Device dev = Device::Cuda(rank);
+        auto bytes_of = [&](size_t n, char* p) {
+          return ConstBuffer{p, n, DataType::kUint8, dev};
+        };
+        int round = 0;
+        for (size_t n : {size_t{0}, size_t{1}, size_t{4099}, size_t{(1 << 20) + 16},
+                         size_t{3 << 20} + 5, size_t{40} << 20}) {
+          for (size_t offset : {size_t{0}, size_t{3}}) {
+            ++round;
+            RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(2 * n + 64));
+            RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(2 * n + 64));
+            char* send_a = reinterpret_cast<char*>(out.data()) + offset;
+            char* send_b = send_a + n;
+            char* recv_a = reinterpret_cast<char*>(in.data()) + offset;
+            char* recv_b = recv_a + n;
+            RELAY_RETURN_IF_ERROR(FillPattern(send_a, n, round * 4 + rank * 2));
+            RELAY_RETURN_IF_ERROR(FillPattern(send_b, n, round * 4 + rank * 2 + 1));
+            // Two messages each way; the receives posted before the sends
+            // on one rank and after them on the other.
+            std::vector<P2POp> ops = {
+                P2POp::Send(bytes_of(n, send_a), peer), P2POp::Send(bytes_of(n, send_b), peer),
+                P2POp::Recv(Buffer{recv_a, n, DataType::kUint8, dev}, peer),
+                P2POp::Recv(Buffer{recv_b, n, DataType::kUint8, dev}, peer)};
+            if (rank == 1) std::rotate(ops.begin(), ops.begin() + 2, ops.end());
+            RELAY_ASSIGN_OR_RETURN(Request r, comm.BatchSendRecv(ops));
+            RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+            const std::string what = absl::StrCat(n, " bytes at offset ", offset);
+            RELAY_RETURN_IF_ERROR(CheckPattern(recv_a, n, round * 4 + peer * 2, what));
+            RELAY_RETURN_IF_ERROR(CheckPattern(recv_b, n, round * 4 + peer * 2 + 1, what));
+          }
+        }
+        // To itself, 2.5 chunks.
+        const size_t n = (5 << 19) + 7;
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes a, DeviceBytes::Allocate(n));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes b, DeviceBytes::Allocate(n));
+        char* pa = reinterpret_cast<char*>(a.data());
+        char* pb = reinterpret_cast<char*>(b.data());
+        RELAY_RETURN_IF_ERROR(FillPattern(pa, n, 99 + rank));
+        const P2POp self[] = {P2POp::Recv(Buffer{pb, n, DataType::kUint8, dev}, rank),
+                              P2POp::Send(bytes_of(n, pa), rank)};
+        RELAY_ASSIGN_OR_RETURN(Request r, comm.BatchSendRecv(self));
+        RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+        RELAY_RETURN_IF_ERROR(CheckPattern(pb, n, 99 + rank, "to itself"));
+        // 200 small messages, one Send and one Recv each (rank 0 sends
+        // first, rank 1 receives first).
+        for (int i = 0; i < 200; ++i) {
+          const size_t m = 1 + (i * 37) % 3000;
+          RELAY_RETURN_IF_ERROR(FillPattern(pa, m, i + rank));
+          absl::StatusOr<Request> first =
+              rank == 0 ? comm.Send(bytes_of(m, pa), peer, i)
+                        : comm.Recv(Buffer{pb, m, DataType::kUint8, dev}, peer, i);
+          RELAY_RETURN_IF_ERROR(first.status());
+          absl::StatusOr<Request> second =
+              rank == 0 ? comm.Recv(Buffer{pb, m, DataType::kUint8, dev}, peer, i)
+                        : comm.Send(bytes_of(m, pa), peer, i);
+          RELAY_RETURN_IF_ERROR(second.status());
+          RELAY_RETURN_IF_ERROR(first->Wait(absl::Seconds(60)));
+          RELAY_RETURN_IF_ERROR(second->Wait(absl::Seconds(60)));
+          RELAY_RETURN_IF_ERROR(CheckPattern(pb, m, i + peer, absl::StrCat("message ", i)));
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// A receive whose count differs from its send's fails with InvalidArgument
+// naming the sender, and nothing crashes.
+TEST(CudaIpcTransportTest, ReceiveOfAnotherSizeIsAnError) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const Device dev = Device::Cuda(comm.rank());
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
+        float* p = reinterpret_cast<float*>(d.data());
+        if (comm.rank() == 0) {
+          RELAY_ASSIGN_OR_RETURN(Request r, comm.Send(ConstBuffer::Of(p, 100, dev), 1));
+          return r.Wait(absl::Seconds(60));
+        }
+        RELAY_ASSIGN_OR_RETURN(Request r, comm.Recv(Buffer::Of(p, 50, dev), 0));
+        absl::Status w = r.Wait(absl::Seconds(60));
+        if (w.code() != absl::StatusCode::kInvalidArgument ||
+            std::string(w.message()).find("rank 0") == std::string::npos) {
+          return absl::InternalError(absl::StrCat("want InvalidArgument, got ", w.ToString()));
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(CudaIpcTransportTest, RejectsMemoryItCannotMove) {

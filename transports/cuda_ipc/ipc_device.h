@@ -128,6 +128,27 @@ __device__ __forceinline__ void Report(const IpcLaunch& p, int code, int peer) {
   if (p.error != nullptr) *reinterpret_cast<volatile int*>(p.error) = code | (peer << 8);
 }
 
+// Waits (one thread) until *word reaches `target` (in wrapping order), the
+// deadline passes or the host aborts; false if it gave up, after reporting
+// why and `peer`.
+__device__ inline bool WaitAtLeast(const IpcLaunch& p, const uint32_t* word, uint32_t target,
+                                   int peer) {
+  const uint64_t start = GlobalTimer();
+  uint32_t spins = 0;
+  while (static_cast<int32_t>(LoadAcquire(word) - target) < 0) {
+    if ((++spins & 255) != 0) continue;
+    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
+      Report(p, kErrorAborted, peer);
+      return false;
+    }
+    if (GlobalTimer() - start > p.timeout_ns) {
+      Report(p, kErrorTimeout, peer);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Block `block` raises its flag of `phase` in every peer's arena and waits
 // for every peer's in its own. False (on every thread) if it gave up.
 __device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_t epoch) {
@@ -140,22 +161,7 @@ __device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_
   if (t < p.size && t != p.rank) {
     const size_t row = (size_t{static_cast<size_t>(phase)} * kMaxBlocks + block) * kMaxRanks;
     StoreRelease(Flags(p.arenas[t]) + row + p.rank, epoch);
-    const uint32_t* mine = Flags(p.arenas[p.rank]) + row + t;
-    const uint64_t start = GlobalTimer();
-    uint32_t spins = 0;
-    while (static_cast<int32_t>(LoadAcquire(mine) - epoch) < 0) {
-      if ((++spins & 255) != 0) continue;
-      if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
-        Report(p, kErrorAborted, t);
-        ok = false;
-        break;
-      }
-      if (GlobalTimer() - start > p.timeout_ns) {
-        Report(p, kErrorTimeout, t);
-        ok = false;
-        break;
-      }
-    }
+    ok = WaitAtLeast(p, Flags(p.arenas[p.rank]) + row + t, epoch, t);
   }
   return __syncthreads_and(ok) != 0;
 }

@@ -44,8 +44,18 @@ inline constexpr int kThreads = 512;
 inline constexpr int kPhases = 3;
 inline constexpr int kTeardownPhase = 2;
 
+// Point-to-point: a message moves in chunks of kP2PChunkBytes through a
+// channel per (source, destination) pair in the destination's arena (two
+// chunks, used in turn), each chunk split among the op's kP2PParts blocks.
+// Part b of chunk c goes up with its own flag (the pair's running chunk
+// number), and comes back as freed when the receiver has copied it out.
+inline constexpr int kMaxP2POps = 32;
+inline constexpr int kP2PParts = 8;
+inline constexpr size_t kP2PChunkBytes = size_t{1} << 20;
+
 // One rank's arena: flags its peers raise, this rank's call counters, the
-// low-latency region, then the two data halves.
+// point-to-point control words, the low-latency region, the point-to-point
+// channels, then the two data halves.
 struct ArenaLayout {
   static constexpr size_t kFlagWords = size_t{kPhases} * kMaxBlocks * kMaxRanks;
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
@@ -55,10 +65,28 @@ struct ArenaLayout {
   // sends twice its bytes (data and epoch), into a slot per half and rank.
   static constexpr size_t kLowLatencyBytes = 64 << 10;
   static constexpr size_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
-  static constexpr size_t kLowLatencyOffset = 16384;
-  static_assert((kFlagWords + kCounterWords) * 4 <= kLowLatencyOffset);
-  static constexpr size_t kDataOffset =
+  // Point-to-point control, from kP2POffset: ready flags [source][chunk
+  // slot][part] (raised by the sender), freed flags [destination][slot]
+  // [part] (raised by the receiver), message sizes [source][slot][part]
+  // (64-bit), chunks sent [destination] and received [source], and the
+  // count of a batch's blocks that finished.
+  static constexpr size_t kP2POffset = 16384;
+  static constexpr size_t kP2PFlagWords = size_t{kMaxRanks} * 2 * kP2PParts;
+  static constexpr size_t kP2PReadyWord = 0;
+  static constexpr size_t kP2PFreedWord = kP2PFlagWords;
+  static constexpr size_t kP2PSizeWord = 2 * kP2PFlagWords;  // 2 words each.
+  static constexpr size_t kP2PSentWord = 4 * kP2PFlagWords;
+  static constexpr size_t kP2PReceivedWord = kP2PSentWord + kMaxRanks;
+  static constexpr size_t kP2PDoneWord = kP2PReceivedWord + kMaxRanks;
+  static constexpr size_t kLowLatencyOffset = 32768;
+  static_assert((kFlagWords + kCounterWords) * 4 <= kP2POffset);
+  static_assert(kP2POffset + (kP2PDoneWord + 1) * 4 <= kLowLatencyOffset);
+  static constexpr size_t kP2PChannelOffset =
       kLowLatencyOffset + 2 * size_t{kMaxRanks} * kLowLatencySlotBytes;
+  // What must start at zero: everything before the channels.
+  static constexpr size_t kZeroedBytes = kP2PChannelOffset;
+  static constexpr size_t kDataOffset =
+      kP2PChannelOffset + size_t{kMaxRanks} * 2 * kP2PChunkBytes;
   static size_t Bytes(size_t half_bytes) { return kDataOffset + 2 * half_bytes; }
   // all_reduce: a half holds 2 x `ranks` slots of this many bytes (a
   // multiple of 256): slot q < ranks takes rank q's contribution, slot
@@ -99,6 +127,8 @@ enum class ExchangeKind : int {
 // when the call's event completes (0: no error).
 inline constexpr int kErrorTimeout = 1;  // A peer's flag did not come.
 inline constexpr int kErrorAborted = 2;  // The host set the abort flag.
+// A receive's count differs from its send's (the peer is the sender).
+inline constexpr int kErrorSizeMismatch = 3;
 inline int ErrorCode(int word) { return word & 0xff; }
 inline int ErrorPeer(int word) { return (word >> 8) & 0xff; }
 
@@ -136,6 +166,22 @@ struct IpcLaunch {
 // cudaError_t value (0: queued).
 int LaunchAllReduce(const IpcLaunch& launch, void* stream);
 int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream);
+
+// A batch of sends and receives, every op's blocks running at once (a
+// batch cannot deadlock on itself). A pair's messages match in the order
+// they were posted; a receive's count must equal its send's.
+struct P2POpLaunch {
+  void* data = nullptr;
+  size_t bytes = 0;
+  int peer = 0;
+  bool send = false;
+};
+struct P2PLaunch {
+  IpcLaunch base;  // rank, size, arenas, timeout, abort and error words.
+  int ops = 0;
+  P2POpLaunch op[kMaxP2POps];
+};
+int LaunchP2P(const P2PLaunch& launch, void* stream);
 
 // Every rank raises its teardown flag and waits for every peer's (or the
 // timeout, or the abort flag): after it, no peer's kernel touches this
