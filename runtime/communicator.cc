@@ -182,6 +182,7 @@ Communicator::Communicator(TransportFactory& factory,
                     : nullptr),
       telemetry_(CollectiveTelemetry::Create(recorder_, metrics_)) {
   signal_dump_handle_ = RegisterForSignalDump(recorder_, rank_, size_);
+  metrics_->SetTransportDeviceBytes(caps_.device_bytes);
   if (size_ > 1 && options_.failure_poll_interval > absl::ZeroDuration()) {
     FailureMonitorOptions monitor_options;
     monitor_options.poll_interval = options_.failure_poll_interval;

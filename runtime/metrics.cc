@@ -176,6 +176,12 @@ std::string CollectiveMetrics::PrometheusText(
                       cumulative, "\n");
     }
   }
+  const char* gauge = "relay_transport_device_bytes";
+  absl::StrAppend(&out, "# HELP ", gauge,
+                  " Device memory the transport holds for its own use (cuda_ipc's "
+                  "arena, mapped into every peer).\n# TYPE ", gauge, " gauge\n", gauge,
+                  Labels(labels, {}), " ",
+                  transport_device_bytes_.load(std::memory_order_relaxed), "\n");
   return out;
 }
 

@@ -68,10 +68,17 @@ class CollectiveMetrics {
   };
   Counts Totals(CollectiveKind kind) const;
 
+  // The transport's own device memory (TransportCapabilities::device_bytes),
+  // set once by the communicator.
+  void SetTransportDeviceBytes(uint64_t bytes) {
+    transport_device_bytes_.store(bytes, std::memory_order_relaxed);
+  }
+
   // Prometheus text format (version 0.0.4): relay_collective_operations_total,
   // relay_collective_bytes_total, relay_collective_errors_total (by
-  // collective) and relay_collective_latency_seconds (histogram by
-  // collective and size class). `labels` go on every sample.
+  // collective), relay_collective_latency_seconds (histogram by
+  // collective and size class) and relay_transport_device_bytes (gauge).
+  // `labels` go on every sample.
   std::string PrometheusText(
       const std::vector<std::pair<std::string, std::string>>& labels) const;
 
@@ -94,6 +101,7 @@ class CollectiveMetrics {
     std::array<Histogram, kSizeClasses> latency;
   };
   std::array<PerKind, kKinds> kinds_;
+  std::atomic<uint64_t> transport_device_bytes_{0};
 };
 
 }  // namespace relay

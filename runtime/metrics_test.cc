@@ -85,6 +85,11 @@ TEST(CollectiveMetricsTest, PrometheusText) {
   EXPECT_TRUE(Has(t, "relay_collective_latency_seconds_count{rank=\"3\",collective=\"all_reduce\",size=\"64KiB\"} 3")) << t;
   // Unused size classes and collectives have no histogram lines.
   EXPECT_EQ(t.find("collective=\"gather\",size="), std::string::npos);
+  EXPECT_TRUE(Has(t, "# TYPE relay_transport_device_bytes gauge")) << t;
+  EXPECT_TRUE(Has(t, "relay_transport_device_bytes{rank=\"3\"} 0")) << t;
+  m.SetTransportDeviceBytes(287309824);
+  EXPECT_TRUE(Has(m.PrometheusText({{"rank", "3"}}),
+                  "relay_transport_device_bytes{rank=\"3\"} 287309824"));
 }
 
 // Prometheus buckets are "less than or equal": a latency exactly at a bound

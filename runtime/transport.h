@@ -72,6 +72,9 @@ struct TransportCapabilities {
   // for now) relay's own algorithms cannot run, and a call that forces one
   // is InvalidArgument before anything is sent.
   bool point_to_point = true;
+  // Device memory the transport holds for its own use (cuda_ipc's arena,
+  // mapped into every peer): the metrics' relay_transport_device_bytes.
+  uint64_t device_bytes = 0;
   // Every rank's memory is addressable from every rank (threads of one
   // process): Rendezvous() is implemented.
   bool shared_address_space = false;

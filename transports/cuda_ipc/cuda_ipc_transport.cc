@@ -278,6 +278,7 @@ class CudaIpcTransport final : public Transport {
     caps.host_memory = false;
     caps.device_memory = true;
     caps.native_collectives = true;
+    caps.device_bytes = cuda_ipc::ArenaLayout::Bytes(core_->half_bytes);
     caps.stream_ordered = true;
     caps.matches_tags = false;
     caps.latency_us = 3.0;

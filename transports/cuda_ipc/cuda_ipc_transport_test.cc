@@ -378,6 +378,29 @@ TEST(CudaIpcTransportTest, ReceiveOfAnotherSizeIsAnError) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// The arena's bytes show in the communicator's metrics.
+TEST(CudaIpcTransportTest, ArenaBytesInTheMetrics) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  setenv("RELAY_CUDA_IPC_ARENA_BYTES", "1048576", 1);
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        // 2 x 512 KiB halves, after the flags, low-latency words and
+        // point-to-point channels.
+        const uint64_t want = (1 << 20) + (32 << 10) + (18 << 20);
+        const std::string text = comm.MetricsText();
+        const std::string line = absl::StrCat("relay_transport_device_bytes{rank=\"",
+                                              comm.rank(), "\",size=\"2\",transport=\"cuda_ipc\"} ", want);
+        if (text.find(line) == std::string::npos) {
+          return absl::InternalError(absl::StrCat("no line '", line, "' in:\n", text));
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  unsetenv("RELAY_CUDA_IPC_ARENA_BYTES");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(CudaIpcTransportTest, RejectsMemoryItCannotMove) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   absl::Status s = RunRanks(
