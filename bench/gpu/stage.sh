@@ -14,7 +14,7 @@
 #               the size) with OUT_DIR/run.sh, which unpacks them on the GPU
 #               host and runs one: `bash gpu_run/run.sh lease.sh $OUT`
 #   FILE...     names inside it (default: every file, not the torch/
-#               folder)
+#               folder, which comes when named: `torch`)
 # Example:
 #   bench/gpu/build.sh gpu_bin
 #   bench/gpu/stage.sh gpu_run nccl_transport_test collectives \
@@ -63,6 +63,10 @@ done
 rm -rf "$out"
 mkdir -p "$out"
 for f in "${files[@]}"; do
+  if [ "$f" = torch ] && [ -d "$from/torch" ]; then  # Only when named.
+    cp -r "$from/torch" "$out/"
+    continue
+  fi
   [ -f "$from/$f" ] || { echo "stage.sh: $from/$f does not exist" >&2; exit 2; }
   cp "$from/$f" "$out/"
   chmod u+w "$out/$f"

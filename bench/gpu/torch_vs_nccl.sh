@@ -5,7 +5,8 @@
 # backend="nccl" on a GPU host, from the folder bench/gpu/build.sh filled:
 #   1. builds relay's torch extension against this host's torch
 #      (torch/build_against_torch.py: CUDA torch, stream-ordered tensors);
-#   2. the CUDA backend test (backend_cuda_test.py) on every GPU;
+#   2. the CUDA backend test (backend_cuda_test.py) on every GPU, over
+#      nccl and over the default for CUDA tensors on one host (cuda_ipc);
 #   3. DDP training (ddp_train.py --device cuda) with relay and with nccl
 #      on the same seed: final parameters must agree to float32 rounding;
 #   4. all_reduce float32 sum, MIN_BYTES to MAX_BYTES (default 1M to 1G),
@@ -47,6 +48,9 @@ if ! grep -q "^built " "$out/build.log"; then
   echo "$gpus GPUs: the extension did not build; nothing else run"; exit 1
 fi
 step cuda_test run relay "$here/backend_cuda_test.py"
+# RELAY_TRANSPORT unset: CUDA tensors on relay's own wiring (one host).
+step cuda_test_cuda_ipc env RELAY_EXPECT_DEVICE_TRANSPORT=cuda_ipc \
+  python3 "$here/relayrun" -n "$gpus" --timeout 600 -- python3 "$here/backend_cuda_test.py"
 step ddp_relay run relay "$here/ddp_train.py" relay "$out/ddp_relay.pt" --device cuda
 step ddp_nccl run nccl "$here/ddp_train.py" nccl "$out/ddp_nccl.pt" --device cuda
 step ddp_compare python3 - "$out/ddp_relay.pt" "$out/ddp_nccl.pt" <<'PY'

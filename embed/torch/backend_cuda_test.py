@@ -1,6 +1,10 @@
 """One rank of the torch backend test on CUDA tensors (a GPU host).
 
     RELAY_TRANSPORT=nccl relayrun -n 2 -- python3 backend_cuda_test.py
+    RELAY_EXPECT_DEVICE_TRANSPORT=cuda_ipc relayrun -n 2 -- python3 backend_cuda_test.py
+
+(RELAY_TRANSPORT unset: CUDA tensors on cuda_ipc when the ranks share a
+host; RELAY_EXPECT_DEVICE_TRANSPORT makes the test check which one ran.)
 
 Runs with a CUDA torch and the extension built with RELAY_TORCH_CUDA
 (embed/torch/build_against_torch.py), one GPU per process (LOCAL_RANK).
@@ -57,6 +61,12 @@ def main():
     progress(os.environ.get("RANK", "?"), f"init_process_group on {dev}")
     dist.init_process_group(backend="relay")
     rank, size = dist.get_rank(), dist.get_world_size()
+    backend = dist.group.WORLD._get_backend(dev)
+    progress(rank, f"CUDA tensors over {backend.device_transport}")
+    expect = os.environ.get("RELAY_EXPECT_DEVICE_TRANSPORT")
+    if expect:
+        check(backend.device_transport == expect,
+              f"CUDA tensors over {backend.device_transport}, want {expect}")
     progress(rank, "all_reduce, every dtype")
     ranks = range(size)
     n = 1037
@@ -200,7 +210,7 @@ def main():
         print(f"rank {rank}: {len(failures)} of {checks} checks failed")
         return 1
     print(f"rank {rank}: {checks} checks passed on CUDA tensors, transport "
-          f"{os.environ.get('RELAY_TRANSPORT', 'ucx')}, torch {torch.__version__}")
+          f"{backend.device_transport}, torch {torch.__version__}")
     return 0
 
 

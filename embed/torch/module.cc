@@ -19,6 +19,8 @@ PYBIND11_MODULE(_relay_torch, m) {
       m, "ProcessGroupRelay")
       .def_property_readonly("transport",
                              &relay_torch::ProcessGroupRelay::transport)
+      .def_property_readonly("device_transport",
+                             &relay_torch::ProcessGroupRelay::device_transport)
       .def("metrics_text", &relay_torch::ProcessGroupRelay::metrics_text,
            "This rank's collective metrics, Prometheus text format");
   // Called as creator(store, rank, world_size, timeout) by

@@ -17,6 +17,7 @@
 #include "runtime/config.h"
 
 #ifdef RELAY_TORCH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -289,30 +290,80 @@ ProcessGroupRelay::ProcessGroupRelay(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout)
     : BackendBase(rank, size) {
-  relay::CommunicatorConfig config;
-  config.rank = rank;
-  config.size = size;
-  config.store = std::make_shared<C10dStore>(store);
-  const absl::StatusOr<std::optional<std::string>> transport =
+  const std::shared_ptr<relay::Store> base = std::make_shared<C10dStore>(store);
+  auto create = [&](const std::string& transport, std::shared_ptr<relay::Store> on) {
+    relay::CommunicatorConfig config;
+    config.rank = rank;
+    config.size = size;
+    config.store = std::move(on);
+    config.transport = transport;
+    if (timeout.count() > 0) {
+      config.options.default_timeout = absl::Milliseconds(timeout.count());
+    }
+    return relay::CreateCommunicator(config);
+  };
+  const absl::StatusOr<std::optional<std::string>> named =
       relay::ReadText("RELAY_TRANSPORT");
-  config.transport = transport.ok() && transport->has_value() &&
-                             !(*transport)->empty()
-                         ? **transport
-                         : "ucx";
-  if (timeout.count() > 0) {
-    config.options.default_timeout = absl::Milliseconds(timeout.count());
+  if (named.ok() && named->has_value() && !(*named)->empty()) {
+    // One transport for every tensor, as asked.
+    absl::StatusOr<std::unique_ptr<relay::Communicator>> comm = create(**named, base);
+    if (!comm.ok()) Raise(comm.status(), "creating the communicator");
+    comm_ = std::move(*comm);
+    return;
   }
-  absl::StatusOr<std::unique_ptr<relay::Communicator>> comm =
-      relay::CreateCommunicator(config);
-  if (!comm.ok()) Raise(comm.status(), "creating the communicator");
-  comm_ = std::move(*comm);
+  // Host tensors over UCX, where this build has it.
+  if (relay::Transports().Get("ucx").ok()) {
+    absl::StatusOr<std::unique_ptr<relay::Communicator>> comm = create("ucx", base);
+    if (!comm.ok()) Raise(comm.status(), "creating the communicator (ucx)");
+    comm_ = std::move(*comm);
+  }
+#ifdef RELAY_TORCH_CUDA
+  // CUDA tensors over relay's own GPU wiring where every rank is on this
+  // host and their GPUs reach each other (cuda_ipc refuses the job with
+  // FailedPrecondition otherwise, on every rank alike), else over NCCL.
+  // Each on the device current here: set it before init_process_group.
+  if (c10::cuda::device_count() > 0) {
+    absl::StatusOr<std::unique_ptr<relay::Communicator>> device =
+        create("cuda_ipc", std::make_shared<relay::PrefixStore>(base, "cuda_ipc/"));
+    if (device.status().code() == absl::StatusCode::kFailedPrecondition) {
+      device = create("nccl", std::make_shared<relay::PrefixStore>(base, "nccl/"));
+    }
+    if (!device.ok()) Raise(device.status(), "creating the communicator for CUDA tensors");
+    device_comm_ = std::move(*device);
+  }
+#endif
+  if (comm_ == nullptr && device_comm_ == nullptr) {
+    Raise(absl::FailedPreconditionError(
+              "this build has neither UCX nor CUDA; set RELAY_TRANSPORT"),
+          "creating the communicator");
+  }
+}
+
+relay::Communicator* ProcessGroupRelay::CommFor(const at::Tensor* like) const {
+  const bool cuda = like != nullptr && like->is_cuda();
+  if (cuda && device_comm_ != nullptr) return device_comm_.get();
+  if (comm_ != nullptr) return comm_.get();
+  // Only a device communicator: barrier uses it; host tensors have none.
+  TORCH_CHECK(!like || cuda, "relay backend: host tensors need RELAY_TRANSPORT=ucx "
+              "(this build has no UCX)");
+  return device_comm_.get();
 }
 
 std::string ProcessGroupRelay::transport() const {
-  return std::string(comm_->transport_name());
+  return comm_ != nullptr ? std::string(comm_->transport_name()) : device_transport();
 }
 
-std::string ProcessGroupRelay::metrics_text() const { return comm_->MetricsText(); }
+std::string ProcessGroupRelay::device_transport() const {
+  return device_comm_ != nullptr ? std::string(device_comm_->transport_name())
+         : comm_ != nullptr      ? std::string(comm_->transport_name())
+                                 : std::string();
+}
+
+std::string ProcessGroupRelay::metrics_text() const {
+  std::string text = comm_ != nullptr ? comm_->MetricsText() : std::string();
+  if (device_comm_ != nullptr) text += device_comm_->MetricsText();
+  return text;
+}
 
 relay::CollectiveOptions ProcessGroupRelay::OptionsFor(
     std::chrono::milliseconds timeout, const at::Tensor* like) const {
@@ -364,8 +415,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::broadcast(
   const relay::Buffer b = BufferOf(t);
   const int root = static_cast<int>(opts.rootRank);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &t);
+  relay::Communicator* const comm = CommFor(&t);
   return Start({c10d::OpType::BROADCAST,
-                [=] { return comm_->Broadcast(b, b, root, o); },
+                [=] { return comm->Broadcast(b, b, root, o); },
                 tensors, tensors, nullptr});
 }
 
@@ -375,8 +427,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allreduce(
   const relay::Buffer b = BufferOf(t);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &t);
+  relay::Communicator* const comm = CommFor(&t);
   return Start({c10d::OpType::ALLREDUCE,
-                [=] { return comm_->AllReduce(b, b, op, o); }, tensors,
+                [=] { return comm->AllReduce(b, b, op, o); }, tensors,
                 tensors, nullptr});
 }
 
@@ -396,10 +449,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allreduce_coalesced(
   const relay::Buffer b = BufferOf(flat);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &tensors[0]);
+  relay::Communicator* const comm = CommFor(&tensors[0]);
   std::vector<at::Tensor> keep = tensors;
   keep.push_back(flat);
   return Start({c10d::OpType::ALLREDUCE_COALESCED,
-                [=] { return comm_->AllReduce(b, b, op, o); }, tensors, keep,
+                [=] { return comm->AllReduce(b, b, op, o); }, tensors, keep,
                 [flat, tensors] { CopyOutOfFlat(flat, tensors); }});
 }
 
@@ -410,8 +464,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::reduce(
   const relay::ReduceOp op = OpOf(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &t);
+  relay::Communicator* const comm = CommFor(&t);
   return Start({c10d::OpType::REDUCE,
-                [=] { return comm_->Reduce(b, b, op, root, o); }, tensors,
+                [=] { return comm->Reduce(b, b, op, root, o); }, tensors,
                 tensors, nullptr});
 }
 
@@ -426,11 +481,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::allgather(
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
   const relay::Buffer send = BufferOf(in), recv = BufferOf(flat);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &in);
+  relay::Communicator* const comm = CommFor(&in);
   std::vector<at::Tensor> keep = list;
   keep.push_back(in);
   keep.push_back(flat);
   return Start({c10d::OpType::ALLGATHER,
-                [=] { return comm_->AllGather(send, recv, o); }, list, keep,
+                [=] { return comm->AllGather(send, recv, o); }, list, keep,
                 [flat, list] { CopyOutOfFlat(flat, list); }});
 }
 
@@ -440,8 +496,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::_allgather_base(
   CheckTensor(output, "all_gather_into_tensor's output");
   const relay::Buffer send = BufferOf(input), recv = BufferOf(output);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &input);
+  relay::Communicator* const comm = CommFor(&input);
   return Start({c10d::OpType::_ALLGATHER_BASE,
-                [=] { return comm_->AllGather(send, recv, o); }, {output},
+                [=] { return comm->AllGather(send, recv, o); }, {output},
                 {input, output}, nullptr});
 }
 
@@ -453,13 +510,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::gather(
   TORCH_CHECK(root >= 0 && root < getSize(), "relay backend: gather root ",
               root, " is out of range [0, ", getSize(), ")");
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &in);
+  relay::Communicator* const comm = CommFor(&in);
   const relay::Buffer send = BufferOf(in);
   if (getRank() != root) {
     TORCH_CHECK(outputs.empty() || (outputs.size() == 1 && outputs[0].empty()),
                 "relay backend: gather's outputs belong on the root only");
     const relay::Buffer none{nullptr, 0, send.dtype, send.device};
     return Start({c10d::OpType::GATHER,
-                  [=] { return comm_->Gather(send, none, root, o); }, {},
+                  [=] { return comm->Gather(send, none, root, o); }, {},
                   inputs, nullptr});
   }
   TORCH_CHECK(outputs.size() == 1,
@@ -472,7 +530,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::gather(
   keep.push_back(in);
   keep.push_back(flat);
   return Start({c10d::OpType::GATHER,
-                [=] { return comm_->Gather(send, recv, root, o); }, list, keep,
+                [=] { return comm->Gather(send, recv, root, o); }, list, keep,
                 [flat, list] { CopyOutOfFlat(flat, list); }});
 }
 
@@ -485,13 +543,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::scatter(
   TORCH_CHECK(root >= 0 && root < getSize(), "relay backend: scatter root ",
               root, " is out of range [0, ", getSize(), ")");
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &out);
+  relay::Communicator* const comm = CommFor(&out);
   const relay::Buffer recv = BufferOf(out);
   if (getRank() != root) {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "relay backend: scatter's inputs belong on the root only");
     const relay::ConstBuffer none{nullptr, 0, recv.dtype, recv.device};
     return Start({c10d::OpType::SCATTER,
-                  [=] { return comm_->Scatter(none, recv, root, o); }, outputs,
+                  [=] { return comm->Scatter(none, recv, root, o); }, outputs,
                   outputs, nullptr});
   }
   TORCH_CHECK(inputs.size() == 1,
@@ -502,7 +561,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::scatter(
   CopyIntoFlat(list, flat);
   const relay::Buffer send = BufferOf(flat);
   return Start({c10d::OpType::SCATTER,
-                [=] { return comm_->Scatter(send, recv, root, o); }, outputs,
+                [=] { return comm->Scatter(send, recv, root, o); }, outputs,
                 {out, flat}, nullptr});
 }
 
@@ -520,8 +579,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::reduce_scatter(
   const relay::Buffer send = BufferOf(flat), recv = BufferOf(out);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &out);
+  relay::Communicator* const comm = CommFor(&out);
   return Start({c10d::OpType::REDUCE_SCATTER,
-                [=] { return comm_->ReduceScatter(send, recv, op, o); },
+                [=] { return comm->ReduceScatter(send, recv, op, o); },
                 outputs, {out, flat}, nullptr});
 }
 
@@ -533,8 +593,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::_reduce_scatter_base(
   const relay::Buffer send = BufferOf(input), recv = BufferOf(output);
   const relay::ReduceOp op = OpOf(opts.reduceOp);
   const relay::CollectiveOptions o = OptionsFor(opts.timeout, &input);
+  relay::Communicator* const comm = CommFor(&input);
   return Start({c10d::OpType::_REDUCE_SCATTER_BASE,
-                [=] { return comm_->ReduceScatter(send, recv, op, o); },
+                [=] { return comm->ReduceScatter(send, recv, op, o); },
                 {output}, {input, output}, nullptr});
 }
 
@@ -551,8 +612,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::alltoall_base(
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     const relay::Buffer send = BufferOf(input), recv = BufferOf(output);
     const relay::CollectiveOptions o = OptionsFor(opts.timeout, &input);
+    relay::Communicator* const comm = CommFor(&input);
     return Start({c10d::OpType::ALLTOALL_BASE,
-                  [=] { return comm_->AllToAll(send, recv, o); }, {output},
+                  [=] { return comm->AllToAll(send, recv, o); }, {output},
                   {input, output}, nullptr});
   }
   // Uneven: rows of dim 0 per rank; an empty list means even rows.
@@ -625,8 +687,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::Exchange(
     ops.push_back(relay::P2POp::Recv(BufferOf(r), peer, kAllToAllTag));
   }
   const relay::CollectiveOptions o = OptionsFor(timeout, &keep_alive[0]);
+  relay::Communicator* const comm = CommFor(&keep_alive[0]);
   std::vector<at::Tensor> outputs = recv;
-  return Start({type, [this, ops, o] { return comm_->BatchSendRecv(ops, o); },
+  return Start({type, [comm, ops, o] { return comm->BatchSendRecv(ops, o); },
                 outputs, std::move(keep_alive), nullptr});
 }
 
@@ -635,8 +698,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::send(
   const at::Tensor& t = Single(tensors, "send");
   const relay::Buffer b = BufferOf(t);
   const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0), &t);
+  relay::Communicator* const comm = CommFor(&t);
   return Start({c10d::OpType::SEND,
-                [=] { return comm_->Send(b, dst_rank, tag, o); }, tensors,
+                [=] { return comm->Send(b, dst_rank, tag, o); }, tensors,
                 tensors, nullptr});
 }
 
@@ -645,15 +709,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::recv(
   const at::Tensor& t = Single(tensors, "recv");
   const relay::Buffer b = BufferOf(t);
   const relay::CollectiveOptions o = OptionsFor(std::chrono::milliseconds(0), &t);
+  relay::Communicator* const comm = CommFor(&t);
   return Start({c10d::OpType::RECV,
-                [=] { return comm_->Recv(b, src_rank, tag, o); }, tensors,
+                [=] { return comm->Recv(b, src_rank, tag, o); }, tensors,
                 tensors, nullptr});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRelay::barrier(
     const c10d::BarrierOptions& opts) {
   const relay::CollectiveOptions o = OptionsFor(opts.timeout);
-  return Start({c10d::OpType::BARRIER, [=] { return comm_->Barrier(o); }, {},
+  relay::Communicator* const comm = CommFor(nullptr);
+  return Start({c10d::OpType::BARRIER, [=] { return comm->Barrier(o); }, {},
                 {}, nullptr});
 }
 

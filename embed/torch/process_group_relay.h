@@ -5,8 +5,8 @@
 // c10d::ProcessGroup, against torch 2.x a c10d::Backend (what 2.x's
 // register_backend expects; the methods are the same). One process per rank, one
 // tensor per call (as with one GPU per process); tensors must be dense and
-// contiguous, in host memory on the ucx transport (the default) or in device
-// memory on nccl (RELAY_TRANSPORT=nccl). Each call validates its tensors and
+// contiguous, host tensors on the ucx transport and CUDA tensors on
+// cuda_ipc (one host) or nccl, or every tensor on RELAY_TRANSPORT. Each call validates its tensors and
 // starts a relay collective; bad input raises at the call (RuntimeError in
 // Python) with nothing sent. The returned Work maps onto the relay request:
 // wait() blocks until it completes (or the group's timeout), and raises its
@@ -57,16 +57,22 @@ using BackendBase = c10d::ProcessGroup;
 class ProcessGroupRelay final : public BackendBase {
  public:
   // Builds the relay communicator through `store` (blocks until every rank
-  // has joined). The transport is RELAY_TRANSPORT, else ucx. `timeout`
-  // bounds every operation.
+  // has joined). The transport is RELAY_TRANSPORT for every tensor; unset,
+  // ucx for host tensors (where the build has UCX) and, in a CUDA build
+  // with a GPU visible, a second communicator for CUDA tensors on the
+  // device current now: cuda_ipc when every rank is on this host and their
+  // GPUs reach each other, else nccl. `timeout` bounds every operation.
   ProcessGroupRelay(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                     int size, std::chrono::milliseconds timeout);
   // Destroys the communicator with the GIL released (see the .cc).
   ~ProcessGroupRelay() override;
 
   const std::string getBackendName() const override { return "relay"; }
-  // The relay transport underneath ("ucx", "nccl", ...).
+  // The relay transport underneath host tensors ("ucx", ...; the device
+  // one where there is no other), and CUDA tensors' ("cuda_ipc", "nccl";
+  // the one transport where RELAY_TRANSPORT names it).
   std::string transport() const;
+  std::string device_transport() const;
   // This rank's collective counters and latency histograms in the
   // Prometheus text format (relay::Communicator::MetricsText), for a
   // training script to export with the rest of its metrics.
@@ -151,7 +157,15 @@ class ProcessGroupRelay final : public BackendBase {
                                           std::vector<at::Tensor> keep_alive,
                                           std::chrono::milliseconds timeout);
 
+  // The communicator for an operation on `like` (null: no tensor).
+  relay::Communicator* CommFor(const at::Tensor* like) const;
+
+  // Host tensors' (or, with RELAY_TRANSPORT set, every tensor's); null in a
+  // build without UCX when RELAY_TRANSPORT is unset.
   std::unique_ptr<relay::Communicator> comm_;
+  // CUDA tensors' when RELAY_TRANSPORT is unset: cuda_ipc on one host,
+  // else nccl. Null otherwise.
+  std::unique_ptr<relay::Communicator> device_comm_;
 };
 
 // Python's entry point: torch calls it as creator(store, rank, size,
