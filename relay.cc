@@ -28,7 +28,9 @@ TransportRegistry& Transports() {
     // where another transport is viable.
     r.Register(1, std::make_unique<NcclTransportFactory>()).IgnoreError();
     // relay's own GPU wiring for ranks on one host: chosen by name
-    // ("cuda_ipc") while it covers all_reduce and barrier only.
+    // ("cuda_ipc"; torch's backend picks it for CUDA tensors on one host),
+    // never a host default: it moves device memory only and holds an arena
+    // on every GPU.
     r.Register(0, std::make_unique<CudaIpcTransportFactory>()).IgnoreError();
     return &r;
   }();
