@@ -66,7 +66,9 @@ __global__ void __launch_bounds__(kThreads) P2PKernel(P2PLaunch l) {
   if (threadIdx.x == 0) s_ok = 1;
   __syncthreads();
   const size_t chunks = Chunks(op.bytes);
-  for (size_t c = 0; c < chunks && s_ok; ++c) {
+  // s_ok is read only right after a __syncthreads that follows its last
+  // write, so every thread of the block leaves the loop at the same chunk.
+  for (size_t c = 0; c < chunks; ++c) {
     const uint32_t n = counter + static_cast<uint32_t>(c) + 1;
     const int slot = n & 1;
     const size_t offset = c * kP2PChunkBytes;
