@@ -20,11 +20,16 @@ def report(sizes_times, wrong=0, busbw_scale=1.0):
         for s, (o, i) in sorted(sizes_times.items())]}]}
 
 
+def file_with(text, suffix=".txt"):
+    """The path of a new file holding `text`."""
+    with tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False) as f:
+        f.write(text)
+    return f.name
+
+
 def writer(doc_by_round):
     """A side's command: writes {out}.json from a per-round document."""
-    path = tempfile.mktemp(suffix=".json")
-    with open(path, "w") as f:
-        json.dump(doc_by_round, f)
+    path = file_with(json.dumps(doc_by_round), ".json")
     return (f"{sys.executable} -c 'import json,sys; d=json.load(open(\"{path}\"));"
             f" json.dump(d[sys.argv[2]], open(sys.argv[1] + \".json\", \"w\"))' {{out}} {{round}}")
 
@@ -136,25 +141,21 @@ class Statistics(unittest.TestCase):
 
 class ScriptOutputs(unittest.TestCase):
     def test_latency_table(self):
-        path = tempfile.mktemp()
-        with open(path, "w") as f:
-            f.write("=== all_reduce 8 B, 2 ranks\n"
-                    "# bench/ab_latency.sh, 2 rounds x 100 calls\n"
-                    "relay: median 0.5 us (all: 0.5 0.6 0.4 0.45)\n"
-                    "mpi@3: median 1.0 us (all: 1.0 1.1 1.0 0.9)\n")
+        path = file_with("=== all_reduce 8 B, 2 ranks\n"
+                         "# bench/ab_latency.sh, 2 rounds x 100 calls\n"
+                         "relay: median 0.5 us (all: 0.5 0.6 0.4 0.45)\n"
+                         "mpi@3: median 1.0 us (all: 1.0 1.1 1.0 0.9)\n")
         text = tables.latency_table(path)
         # Round bests: relay 0.5, 0.4; MPI 1.0, 0.9 -> ratios 0.5, 0.444.
         self.assertIn("/ mpi@3: median 0.472", text)
         self.assertIn("below 1 in 2 of 2 rounds", text)
 
     def test_pooled_table(self):
-        path = tempfile.mktemp()
-        with open(path, "w") as f:
-            f.write("  new  median   5.00 us  min   4.00  rounds: 5.00 6.00 4.00\n"
-                    "  old  median   6.00 us  min   5.00  context switches (median)"
-                    "      12  rounds: 6.00 6.50 5.00\n"
-                    "  new - old, paired by round: median -1.00 us (95%: -1.00 to"
-                    " -0.50)  rounds: -1.00 -0.50 -1.00\n")
+        path = file_with("  new  median   5.00 us  min   4.00  rounds: 5.00 6.00 4.00\n"
+                         "  old  median   6.00 us  min   5.00  context switches (median)"
+                         "      12  rounds: 6.00 6.50 5.00\n"
+                         "  new - old, paired by round: median -1.00 us (95%: -1.00 to"
+                         " -0.50)  rounds: -1.00 -0.50 -1.00\n")
         text = tables.pooled_table([(path, "new", "old"), (path, "new", "old")])
         self.assertIn("pooled: 6 rounds, median -1.00 us", text)
         with self.assertRaisesRegex(ValueError, "no side gone"):

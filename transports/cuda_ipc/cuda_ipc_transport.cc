@@ -45,8 +45,6 @@ static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg))
 // 0.82-1.0x (docs/design/cuda-ipc-transport.md).
 constexpr uint64_t kDefaultArenaBytes = 256ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
-// Below this, a slot could not hold a piece worth a launch.
-constexpr uint64_t kMinSlotBytes = 4096;
 // How long the teardown barrier waits for a peer that never comes.
 constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
 // How often the watchdog looks at pending requests.
@@ -398,8 +396,9 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   return absl::OkStatus();
 }
 
-// The kernels' name for a collective other than all_reduce and barrier.
-cuda_ipc::ExchangeKind ExchangeKindOf(CollectiveKind kind) {
+// The kernels' name for a collective other than all_reduce and barrier
+// (which have kernels of their own: InvalidArgument).
+absl::StatusOr<cuda_ipc::ExchangeKind> ExchangeKindOf(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllGather: return cuda_ipc::ExchangeKind::kAllGather;
     case CollectiveKind::kBroadcast: return cuda_ipc::ExchangeKind::kBroadcast;
@@ -407,8 +406,12 @@ cuda_ipc::ExchangeKind ExchangeKindOf(CollectiveKind kind) {
     case CollectiveKind::kGather: return cuda_ipc::ExchangeKind::kGather;
     case CollectiveKind::kScatter: return cuda_ipc::ExchangeKind::kScatter;
     case CollectiveKind::kReduceScatter: return cuda_ipc::ExchangeKind::kReduceScatter;
-    default: return cuda_ipc::ExchangeKind::kReduce;
+    case CollectiveKind::kReduce: return cuda_ipc::ExchangeKind::kReduce;
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBarrier: break;
   }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "cuda_ipc: ", CollectiveName(kind), " is not an exchange"));
 }
 
 // `p` advanced by `bytes`; null stays null (a root-only buffer elsewhere).
@@ -422,7 +425,7 @@ P* Advanced(P* p, size_t bytes) {
 absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
                                                cudaStream_t stream) {
   const Core& c = *core_;
-  const cuda_ipc::ExchangeKind kind = ExchangeKindOf(args.kind);
+  RELAY_ASSIGN_OR_RETURN(const cuda_ipc::ExchangeKind kind, ExchangeKindOf(args.kind));
   const bool reduces = kind == cuda_ipc::ExchangeKind::kReduceScatter ||
                        kind == cuda_ipc::ExchangeKind::kReduce;
   const DataType dtype = args.send.count > 0 ? args.send.dtype : args.recv.dtype;
@@ -614,12 +617,9 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   c.size = config.size;
   c.half_bytes = (arena_bytes / 2) / 256 * 256;
   c.slot_bytes = cuda_ipc::ArenaLayout::SlotBytes(c.half_bytes, c.size);
+  // The table's least arena (1 MiB) gives 8 ranks 32 KiB slots, room for
+  // the all_reduce tail and whole 16-byte pieces.
   c.exchange_slot_bytes = cuda_ipc::ArenaLayout::ExchangeSlotBytes(c.half_bytes, c.size);
-  if (c.slot_bytes < kMinSlotBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: RELAY_CUDA_IPC_ARENA_BYTES=", arena_bytes, " is too small for ",
-        c.size, " ranks; give at least ", 4 * c.size * kMinSlotBytes));
-  }
   c.one_shot_bytes = one_shot_bytes;
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
