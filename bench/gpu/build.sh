@@ -26,6 +26,7 @@ targets=(
   //bench:added_latency
   //bench:collectives
   //bench:device_reduce
+  //bench:launch_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
   //examples:overlap_streams

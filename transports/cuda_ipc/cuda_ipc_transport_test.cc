@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -499,6 +500,107 @@ TEST(CudaIpcTransportTest, PeerThatStopsParticipatingIsADeadline) {
       },
       {}, OneGpuPerRank());
   rank0_done = true;
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Calls alternate between the transport's stream after the caller's
+// (kAfterStream) and two caller streams (kOnStream), with no host wait
+// between them: each still runs after the previous one (the transport
+// orders them on the device), and a third stream that StreamWaits on a
+// request reads that call's result: right after the call (the request is
+// the transport's latest) or once every call is queued (an older one).
+// Every element of every call is checked.
+TEST(CudaIpcTransportTest, CallsOnSeveralStreamsStayInOrder) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  constexpr int kCalls = 60;
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        const Device dev = Device::Cuda(rank);
+        RELAY_ASSIGN_OR_RETURN(DeviceStream a, DeviceStream::Create());
+        RELAY_ASSIGN_OR_RETURN(DeviceStream b, DeviceStream::Create());
+        RELAY_ASSIGN_OR_RETURN(DeviceStream reader, DeviceStream::Create());
+        cudaStream_t reader_stream = static_cast<cudaStream_t>(reader.get());
+        // Low-latency, one-shot and two-shot sizes (floats).
+        const size_t counts[] = {1000, 70001, 1200001};
+        size_t total = 0;
+        for (int k = 0; k < kCalls; ++k) total += counts[k % 3];
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(total * 4));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(total * 4));
+        float* host_in = nullptr;
+        float* host_out = nullptr;
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMallocHost(&host_in, total * 4), "cudaMallocHost"));
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMallocHost(&host_out, total * 4), "cudaMallocHost"));
+        auto value = [](size_t i, int k, int r) {
+          return static_cast<float>((i * 7 + k * 13 + r * 101) % 1000);
+        };
+        absl::Status result = absl::OkStatus();
+        std::vector<Request> requests;
+        // Reads call k's result on the reader stream, after the call.
+        std::vector<std::function<absl::Status()>> deferred;
+        size_t offset = 0;
+        for (int k = 0; k < kCalls && result.ok(); ++k) {
+          const size_t count = counts[k % 3];
+          for (size_t i = 0; i < count; ++i) host_in[offset + i] = value(i, k, rank);
+          CollectiveOptions opts;
+          opts.stream = (k % 3 == 2 ? b : a).get();
+          opts.stream_order = k % 3 == 0 ? StreamOrder::kAfterStream : StreamOrder::kOnStream;
+          float* src = reinterpret_cast<float*>(in.data()) + offset;
+          float* dst = reinterpret_cast<float*>(out.data()) + offset;
+          result = CudaCheck(cudaMemcpyAsync(src, host_in + offset, count * 4,
+                                             cudaMemcpyHostToDevice,
+                                             static_cast<cudaStream_t>(opts.stream)),
+                             "copy in");
+          if (!result.ok()) break;
+          absl::StatusOr<Request> r = comm.AllReduce(ConstBuffer::Of(src, count, dev),
+                                                     Buffer::Of(dst, count, dev),
+                                                     ReduceOp::kSum, opts);
+          if (!r.ok()) {
+            result = r.status();
+            break;
+          }
+          requests.push_back(*std::move(r));
+          auto read = [&, k, dst, count, at = offset]() -> absl::Status {
+            RELAY_RETURN_IF_ERROR(requests[k].StreamWait(reader_stream));
+            return CudaCheck(cudaMemcpyAsync(host_out + at, dst, count * 4,
+                                             cudaMemcpyDeviceToHost, reader_stream),
+                             "copy out");
+          };
+          if (k % 2 == 0) {
+            result = read();
+          } else {
+            deferred.push_back(read);
+          }
+          offset += count;
+        }
+        for (auto& read : deferred) {
+          if (result.ok()) result = read();
+        }
+        for (Request& r : requests) {
+          absl::Status w = r.Wait(absl::Seconds(60));
+          if (result.ok()) result = w;
+        }
+        if (result.ok()) result = CudaCheck(cudaStreamSynchronize(reader_stream), "sync");
+        offset = 0;
+        for (int k = 0; k < kCalls && result.ok(); ++k) {
+          const size_t count = counts[k % 3];
+          for (size_t i = 0; i < count; ++i) {
+            const float want = value(i, k, 0) + value(i, k, 1);
+            if (host_out[offset + i] != want) {
+              result = absl::InternalError(absl::StrCat("call ", k, " element ", i, ": ",
+                                                        host_out[offset + i], ", want ",
+                                                        want, " (rank ", rank, ")"));
+              break;
+            }
+          }
+          offset += count;
+        }
+        cudaFreeHost(host_in);
+        cudaFreeHost(host_out);
+        return result;
+      },
+      {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 

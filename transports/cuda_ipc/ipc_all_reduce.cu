@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
       }
     }
   }
-  EndCall(own_arena, 0, epoch);
+  EndCall(p, 0, epoch);
 }
 
 // The grid depends on the call alone (the same on every rank).

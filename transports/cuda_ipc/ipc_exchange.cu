@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(IpcLaunch p) {
       if (src != dst) CopyShare<R>(dst, src, p.count);  // In place: already there.
     }
   }
-  EndCall(own_arena, 0, epoch);
+  EndCall(p, 0, epoch);
 }
 
 // Reducing kinds: count and stride in elements. R is 16 bytes where this
@@ -156,13 +156,13 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
       }
     }
   }
-  EndCall(own_arena, 0, epoch);
+  EndCall(p, 0, epoch);
 }
 
 __global__ void TeardownKernel(IpcLaunch p) {
   const uint32_t epoch = BeginCall(p.arenas[p.rank], 2);
   Barrier(p, kTeardownPhase, 0, epoch);
-  EndCall(p.arenas[p.rank], 2, epoch);
+  EndCall(p, 2, epoch);
 }
 
 bool Aligned(const void* ptr, size_t to) {

@@ -59,8 +59,12 @@ inline constexpr size_t kP2PChunkBytes = size_t{1} << 20;
 struct ArenaLayout {
   static constexpr size_t kFlagWords = size_t{kPhases} * kMaxBlocks * kMaxRanks;
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
-  // same for teardown barriers.
-  static constexpr size_t kCounterWords = 4;
+  // same for teardown barriers; [kDoneCounter] the sequence number of the
+  // last operation that finished (IpcLaunch::done_sequence), which streams
+  // wait on.
+  static constexpr size_t kCounterWords = 5;
+  static constexpr size_t kDoneCounter = 4;
+  static constexpr size_t DoneOffset() { return (kFlagWords + kDoneCounter) * 4; }
   // All_reduces of up to this many bytes take the low-latency path; each
   // sends twice its bytes (data and epoch), into a slot per half and rank.
   static constexpr size_t kLowLatencyBytes = 64 << 10;
@@ -124,7 +128,7 @@ enum class ExchangeKind : int {
 };
 
 // Written by a kernel that gave up, into host-mapped memory the host reads
-// when the call's event completes (0: no error).
+// when the call's completion arrives (0: no error).
 inline constexpr int kErrorTimeout = 1;  // A peer's flag did not come.
 inline constexpr int kErrorAborted = 2;  // The host set the abort flag.
 // A receive's count differs from its send's (the peer is the sender).
@@ -160,6 +164,14 @@ struct IpcLaunch {
   uint64_t timeout_ns = ~uint64_t{0};
   const int* abort_flag = nullptr;  // Device view of host-mapped memory.
   int* error = nullptr;             // Device view of host-mapped memory.
+  // Completion: the last block of the operation to finish stores
+  // done_sequence, after every block's stores, into *done_host (the device
+  // view of a host-mapped word the host polls, no CUDA call needed) and into
+  // this rank's arena at ArenaLayout::DoneOffset() (which other streams wait
+  // on). Null for a call captured into a graph, for the pieces of a call
+  // but its last, and for the teardown barrier.
+  uint32_t* done_host = nullptr;
+  uint32_t done_sequence = 0;
 };
 
 // Each queues the call on `stream` (a cudaStream_t) and returns a
