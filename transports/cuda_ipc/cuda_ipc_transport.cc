@@ -141,11 +141,11 @@ struct Core {
     return AtOrPast(reinterpret_cast<const volatile uint32_t*>(host_flags)[2], sequence);
   }
   // Work queued on `waiter` from now on runs after operation `sequence`,
-  // which was queued on `ran_on`. While it is this transport's last
-  // operation, an event recorded on `ran_on` marks it (0.6 us of host time
-  // on an H200 host, bench/gpu/launch_cost); an older one is waited for by
-  // its sequence number (1.3 us). With kOnStream the event also covers
-  // the caller's work queued on `ran_on` after the operation.
+  // which was queued on `ran_on`. While it is the last operation and ran on
+  // the transport's own stream, an event recorded there marks it (0.6 us
+  // of host time on an H200 host, bench/gpu/launch_cost); otherwise the
+  // waiter waits for its sequence number on the device (1.3 us). A
+  // caller's stream is never touched after its call: it may be gone.
   absl::Status OrderAfter(cudaStream_t waiter, cudaStream_t ran_on, uint32_t sequence) {
     if (waiter == ran_on) return absl::OkStatus();  // Stream order does it.
     std::lock_guard<std::mutex> lock(enqueue_mu);
@@ -154,8 +154,8 @@ struct Core {
   absl::Status OrderAfterLocked(cudaStream_t waiter, cudaStream_t ran_on,
                                 uint32_t sequence) {
     if (waiter == ran_on) return absl::OkStatus();
-    if (ran_on == last_stream && sequence == last_sequence) {
-      RELAY_RETURN_IF_ERROR(Cuda(cudaEventRecord(order, ran_on), "cudaEventRecord"));
+    if (ran_on == stream && last_stream == stream && sequence == last_sequence) {
+      RELAY_RETURN_IF_ERROR(Cuda(cudaEventRecord(order, stream), "cudaEventRecord"));
       return Cuda(cudaStreamWaitEvent(waiter, order, 0), "cudaStreamWaitEvent");
     }
     return StreamWaitFor(waiter, sequence);

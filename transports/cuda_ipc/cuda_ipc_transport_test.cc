@@ -223,6 +223,42 @@ TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Chunks and two-shot slices of 8 MiB and more move in steps: every kind,
+// with a step count that does not divide the data and a tail after the
+// last whole 16-byte unit, aligned and misaligned differently per rank,
+// and an all_reduce in two pieces.
+TEST(CudaIpcTransportTest, LargeChunksGoInSteps) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        for (size_t offset : {size_t{0}, static_cast<size_t>(comm.rank())}) {
+          // 40 MiB + 28 bytes of float32 (slices of 20 MiB: 4 steps), 26 MiB
+          // + 2 bytes of bfloat16 (3 steps), 100 MiB (64 MiB pieces).
+          RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum,
+                                               (10 << 20) + 7, offset, false, 5));
+          RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kBfloat16, ReduceOp::kMax,
+                                               (13 << 20) + 1, offset, true, 6));
+          RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum,
+                                               25 << 20, offset, false, 7));
+          for (CollectiveKind kind :
+               {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                CollectiveKind::kAllToAll, CollectiveKind::kBroadcast,
+                CollectiveKind::kGather, CollectiveKind::kScatter, CollectiveKind::kReduce}) {
+            // 12 MiB + 20 bytes of float32 (3 steps), 18 MiB + 6 bytes of
+            // bfloat16 (4 steps).
+            RELAY_RETURN_IF_ERROR(CheckCollective(comm, kind, DataType::kFloat32,
+                                                  ReduceOp::kSum, (3 << 20) + 5, offset, 1));
+            RELAY_RETURN_IF_ERROR(CheckCollective(comm, kind, DataType::kBfloat16,
+                                                  ReduceOp::kMax, (9 << 20) + 3, offset, 0));
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // The conformance matrix on `n` GPUs, ranks as threads: the native
 // collectives (every collective; counts 0, 1, one not divisible by the
 // ranks, one over a million; every root; in place and not; every dtype and
@@ -599,6 +635,39 @@ TEST(CudaIpcTransportTest, CallsOnSeveralStreamsStayInOrder) {
         cudaFreeHost(host_in);
         cudaFreeHost(host_out);
         return result;
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// A caller's stream may be destroyed once its call is queued: the next
+// call on another stream, and StreamWait on the old request, must not
+// touch it.
+TEST(CudaIpcTransportTest, CallerStreamDestroyedAfterItsCall) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const Device dev = Device::Cuda(comm.rank());
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
+        float* p = reinterpret_cast<float*>(d.data());
+        Request first;
+        {
+          RELAY_ASSIGN_OR_RETURN(DeviceStream gone, DeviceStream::Create());
+          CollectiveOptions opts;
+          opts.stream = gone.get();
+          opts.stream_order = StreamOrder::kOnStream;
+          RELAY_ASSIGN_OR_RETURN(first, comm.AllReduce(ConstBuffer::Of(p, 1024, dev),
+                                                       Buffer::Of(p, 1024, dev),
+                                                       ReduceOp::kMax, opts));
+          RELAY_RETURN_IF_ERROR(
+              CudaCheck(cudaStreamSynchronize(static_cast<cudaStream_t>(gone.get())), "sync"));
+        }
+        RELAY_ASSIGN_OR_RETURN(DeviceStream other, DeviceStream::Create());
+        RELAY_RETURN_IF_ERROR(first.StreamWait(other.get()));
+        RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum, 5000,
+                                             0, false, 9));
+        return first.Wait(absl::Seconds(60));
       },
       {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;

@@ -161,21 +161,45 @@ __device__ inline bool WaitAtLeast(const IpcLaunch& p, const uint32_t* word, uin
   return true;
 }
 
-// Block `block` raises its flag of `phase` in every peer's arena and waits
-// for every peer's in its own. False (on every thread) if it gave up.
-__device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_t epoch) {
-  // Every thread's stores into peers' arenas are done (acknowledged) before
-  // any flag goes up.
+// Flag values carry a call's epoch and a step within the call, so that
+// every value a later call raises is above every value of an earlier one
+// (in wrapping order); a whole-call barrier raises the last step.
+inline constexpr int kMaxSteps = 8;
+__device__ __forceinline__ uint32_t FlagValue(uint32_t epoch, int step) {
+  return epoch * kMaxSteps + static_cast<uint32_t>(step);
+}
+__device__ __forceinline__ size_t FlagRow(int phase, int block) {
+  return (static_cast<size_t>(phase) * kMaxBlocks + block) * kMaxRanks;
+}
+
+// Block `block` raises its flag of `phase` to `value` in every peer's arena,
+// once every thread's stores into peers' arenas are done (acknowledged).
+__device__ inline void Raise(const IpcLaunch& p, int phase, int block, uint32_t value) {
   __threadfence_system();
   __syncthreads();
+  const int t = threadIdx.x;
+  if (t < p.size && t != p.rank) {
+    StoreRelease(Flags(p.arenas[t]) + FlagRow(phase, block) + p.rank, value);
+  }
+}
+
+// Block `block` waits until every peer's flag of `phase` in this rank's
+// arena reaches `value`. False (on every thread) if it gave up.
+__device__ inline bool Await(const IpcLaunch& p, int phase, int block, uint32_t value) {
   bool ok = true;
   const int t = threadIdx.x;
   if (t < p.size && t != p.rank) {
-    const size_t row = (size_t{static_cast<size_t>(phase)} * kMaxBlocks + block) * kMaxRanks;
-    StoreRelease(Flags(p.arenas[t]) + row + p.rank, epoch);
-    ok = WaitAtLeast(p, Flags(p.arenas[p.rank]) + row + t, epoch, t);
+    ok = WaitAtLeast(p, Flags(p.arenas[p.rank]) + FlagRow(phase, block) + t, value, t);
   }
   return __syncthreads_and(ok) != 0;
+}
+
+// Block `block` meets the same block of every peer: Raise, then Await, at
+// the call's last step. False (on every thread) if it gave up.
+__device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_t epoch) {
+  const uint32_t value = FlagValue(epoch, kMaxSteps - 1);
+  Raise(p, phase, block, value);
+  return Await(p, phase, block, value);
 }
 
 // The k-th peer (k in [1, size)) block `block` of this rank stores to.

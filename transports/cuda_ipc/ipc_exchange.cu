@@ -4,9 +4,13 @@
 // One shape serves them all: every rank stores the chunks its peers need
 // into their slots for it, every block meets its peers' same block at a
 // flag barrier, then every rank copies (or reduces, in rank order) what it
-// received from its own arena into its output. The barrier is complete
+// received from its own arena into its output. Large chunks go in steps,
+// each with its own flag value, so the stores of one step travel while the
+// previous step is copied or reduced. The barrier is complete
 // even where data flows one way (broadcast, gather): a rank may reuse an
 // arena half only after every peer finished the call that used it last.
+#include <algorithm>
+
 #include "transports/cuda_ipc/ipc_device.h"
 
 namespace relay {
@@ -55,16 +59,42 @@ struct Plan {
   }
 };
 
-// Copies the [0, bytes) range of `src` to `dst` this block owns: its
-// share of the whole 16-byte units in units of R, and (block 0) the bytes
-// after them.
+// The part of a chunk's whole 16-byte units that step `step` moves: the
+// same on every rank (a function of the chunk's size alone).
+__device__ __forceinline__ Range StepUnits(size_t units, int step, int steps) {
+  return Split(0, units, step, steps);
+}
+
+// Copies this block's share of step `step` of the [0, bytes) range of
+// `src` to `dst`: its part of the step's whole 16-byte units, in units of
+// R, and (block 0, last step) the bytes after them.
 template <typename R>
-__device__ __forceinline__ void CopyShare(char* dst, const char* src, size_t bytes) {
+__device__ __forceinline__ void CopyStep(char* dst, const char* src, size_t bytes, int step,
+                                         int steps) {
   const size_t units = bytes / 16;
-  const Range r = Split(0, units, blockIdx.x, gridDim.x).Scaled(16 / sizeof(R));
+  const Range s = StepUnits(units, step, steps);
+  const Range r = Split(s.begin, s.end, blockIdx.x, gridDim.x).Scaled(16 / sizeof(R));
   CopyUnits(reinterpret_cast<R*>(dst), 0, reinterpret_cast<const R*>(src), 0, r);
-  if (blockIdx.x == 0) {
+  if (blockIdx.x == 0 && step == steps - 1) {
     for (size_t i = units * 16 + threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+// The shape of every exchange, step by step: push step 0; then for each
+// step, raise its flag, push the next step (posted stores that drain while
+// this block works), wait for the peers' flags of this step, and take
+// (copy or reduce) what it brought. `push(step)` and `take(step)` do this
+// block's share.
+template <typename Push, typename Take>
+__device__ __forceinline__ void Exchange(const IpcLaunch& p, uint32_t epoch, Push&& push,
+                                         Take&& take) {
+  push(0);
+  for (int step = 0; step < p.steps; ++step) {
+    const uint32_t value = FlagValue(epoch, step);
+    Raise(p, 0, blockIdx.x, value);
+    if (step + 1 < p.steps) push(step + 1);
+    if (!Await(p, 0, blockIdx.x, value)) return;
+    take(step);
   }
 }
 
@@ -78,26 +108,31 @@ __global__ void __launch_bounds__(kThreads) CopyKernel(IpcLaunch p) {
   const int half = epoch & 1;
   const char* in = static_cast<const char*>(p.input);
   char* out = static_cast<char*>(p.output);
-  for (int k = 1; k < p.size; ++k) {
-    const int d = Peer(p, blockIdx.x, k);
-    if (P::Pushes(p, d)) {
-      CopyShare<R>(Slot(p, p.arenas[d], half, p.rank), in + P::InputChunk(p, d), p.count);
+  auto push = [&](int step) {
+    for (int k = 1; k < p.size; ++k) {
+      const int d = Peer(p, blockIdx.x, k);
+      if (P::Pushes(p, d)) {
+        CopyStep<R>(Slot(p, p.arenas[d], half, p.rank), in + P::InputChunk(p, d), p.count,
+                    step, p.steps);
+      }
     }
-  }
-  if (Barrier(p, 0, blockIdx.x, epoch)) {
+  };
+  auto take = [&](int step) {
     for (int q = 0; q < p.size; ++q) {
       if (!P::Takes(p, q)) continue;
       char* dst = out + P::OutputChunk(p, q);
       const char* src = q == p.rank ? in + P::InputChunk(p, q) : Slot(p, own_arena, half, q);
-      if (src != dst) CopyShare<R>(dst, src, p.count);  // In place: already there.
+      if (src != dst) CopyStep<R>(dst, src, p.count, step, p.steps);  // In place: there.
     }
-  }
+  };
+  Exchange(p, epoch, push, take);
   EndCall(p, 0, epoch);
 }
 
 // Reducing kinds: count and stride in elements. R is 16 bytes where this
 // rank's buffers and stride allow, else one element; each block reduces
-// its share of the whole 16-byte units, block 0 the elements after them.
+// its share of each step's whole 16-byte units, block 0 the elements after
+// them at the last step.
 template <typename T, typename R, IpcOp kOp, ExchangeKind kKind>
 __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
   using P = Plan<kKind>;
@@ -111,20 +146,25 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
   const T* in = static_cast<const T*>(p.input);
   T* out = static_cast<T*>(p.output);
   const size_t bytes = p.count * sizeof(T);
-  for (int k = 1; k < p.size; ++k) {
-    const int d = Peer(p, blockIdx.x, k);
-    if (P::Pushes(p, d)) {
-      CopyShare<R>(Slot(p, p.arenas[d], half, p.rank),
-                   reinterpret_cast<const char*>(in + P::InputChunk(p, d)), bytes);
+  auto push = [&](int step) {
+    for (int k = 1; k < p.size; ++k) {
+      const int d = Peer(p, blockIdx.x, k);
+      if (P::Pushes(p, d)) {
+        CopyStep<R>(Slot(p, p.arenas[d], half, p.rank),
+                    reinterpret_cast<const char*>(in + P::InputChunk(p, d)), bytes, step,
+                    p.steps);
+      }
     }
-  }
-  if (Barrier(p, 0, blockIdx.x, epoch) && P::Takes(p, p.rank)) {
-    const T* own = in + P::InputChunk(p, p.rank);
-    auto source = [&](int q) -> const T* {
-      return q == p.rank ? own : reinterpret_cast<const T*>(Slot(p, own_arena, half, q));
-    };
+  };
+  const T* own = in + P::InputChunk(p, p.rank);
+  auto source = [&](int q) -> const T* {
+    return q == p.rank ? own : reinterpret_cast<const T*>(Slot(p, own_arena, half, q));
+  };
+  auto take = [&](int step) {
+    if (!P::Takes(p, p.rank)) return;
     const size_t units = p.count / kPer16;
-    const Range r = Split(0, units, blockIdx.x, gridDim.x).Scaled(16 / sizeof(R));
+    const Range s = StepUnits(units, step, p.steps);
+    const Range r = Split(s.begin, s.end, blockIdx.x, gridDim.x).Scaled(16 / sizeof(R));
     union Unit {
       R raw;
       T e[kLanes];
@@ -144,7 +184,7 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
       for (int l = 0; l < kLanes; ++l) o.e[l] = Narrow<T>(Finish<kOp>(acc[l], p.size));
       reinterpret_cast<R*>(out)[i] = o.raw;
     }
-    if (blockIdx.x == 0) {
+    if (blockIdx.x == 0 && step == p.steps - 1) {
       for (size_t i = units * kPer16 + threadIdx.x; i < p.count; i += blockDim.x) {
         A acc{};
         for (int q = 0; q < p.size; ++q) {
@@ -155,7 +195,8 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
         out[i] = Narrow<T>(Finish<kOp>(acc, p.size));
       }
     }
-  }
+  };
+  Exchange(p, epoch, push, take);
   EndCall(p, 0, epoch);
 }
 
@@ -169,12 +210,22 @@ bool Aligned(const void* ptr, size_t to) {
   return reinterpret_cast<uintptr_t>(ptr) % to == 0;
 }
 
-// The grid depends on the call alone (the same on every rank).
+// The grid and the steps depend on the call alone (the same on every rank).
 int Blocks(size_t chunk_bytes) { return BlocksFor(chunk_bytes / 16); }
+// A step of at least 4 MiB a chunk, at most 4 steps: below that, a step's
+// flag round trip costs more than the overlap wins.
+constexpr size_t kStepBytes = size_t{4} << 20;
+constexpr int kMaxExchangeSteps = 4;
+static_assert(kMaxExchangeSteps < kMaxSteps);
+IpcLaunch WithSteps(IpcLaunch p, size_t chunk_bytes) {
+  p.steps = static_cast<int>(
+      std::max<size_t>(1, std::min<size_t>(kMaxExchangeSteps, chunk_bytes / kStepBytes)));
+  return p;
+}
 
 template <typename R, ExchangeKind kKind>
 int LaunchCopyAs(const IpcLaunch& p, cudaStream_t stream) {
-  CopyKernel<R, kKind><<<Blocks(p.count), kThreads, 0, stream>>>(p);
+  CopyKernel<R, kKind><<<Blocks(p.count), kThreads, 0, stream>>>(WithSteps(p, p.count));
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -194,10 +245,11 @@ template <typename T, IpcOp kOp, ExchangeKind kKind>
 int LaunchReduceAs(const IpcLaunch& p, cudaStream_t stream) {
   using E = typename RawOf<sizeof(T)>::type;
   const int blocks = Blocks(p.count * sizeof(T));
+  const IpcLaunch stepped = WithSteps(p, p.count * sizeof(T));
   if (Aligned(p.input, 16) && Aligned(p.output, 16) && (p.stride * sizeof(T)) % 16 == 0) {
-    ReduceKernel<T, uint4, kOp, kKind><<<blocks, kThreads, 0, stream>>>(p);
+    ReduceKernel<T, uint4, kOp, kKind><<<blocks, kThreads, 0, stream>>>(stepped);
   } else {
-    ReduceKernel<T, E, kOp, kKind><<<blocks, kThreads, 0, stream>>>(p);
+    ReduceKernel<T, E, kOp, kKind><<<blocks, kThreads, 0, stream>>>(stepped);
   }
   return static_cast<int>(cudaGetLastError());
 }
