@@ -1,6 +1,5 @@
 #include "transports/cuda_ipc/cuda_ipc_transport.h"
 
-#include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -48,15 +47,8 @@ constexpr uint64_t kDefaultArenaBytes = 256ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
 // How long the teardown barrier waits for a peer that never comes.
 constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
-// How often the watchdog looks at pending requests, and how many looks with
-// none pending before it sleeps until a post wakes it (a wake is a system
-// call the posting thread pays for; a look is one load).
+// How often the watchdog looks at pending requests.
 constexpr auto kWatchPeriod = std::chrono::microseconds(50);
-constexpr int kIdleLooksBeforeSleep = 20;
-
-// cuStreamWaitValue32, from the driver through the runtime (relay does not
-// link libcuda).
-using WaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
 absl::Status Cuda(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return absl::OkStatus();
@@ -79,20 +71,6 @@ struct PeerRecord {
 
 class IpcRequest;
 
-// `a` is at or past `b` in wrapping order (sequence numbers wrap at 2^32).
-bool AtOrPast(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; }
-
-// Where an operation's last kernel reports that it finished
-// (IpcLaunch::done_host); none for a call captured into a graph.
-struct Completion {
-  uint32_t* done_host = nullptr;
-  uint32_t sequence = 0;
-  void MarkLast(cuda_ipc::IpcLaunch& l) const {
-    l.done_host = done_host;
-    l.done_sequence = sequence;
-  }
-};
-
 // What a transport shares with its requests and its watchdog.
 struct Core {
   int rank = 0;
@@ -106,24 +84,19 @@ struct Core {
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
   std::vector<void*> opened;     // cudaIpcOpenMemHandle's.
   cudaStream_t stream = nullptr;
-  cudaEvent_t ready = nullptr;  // Marks the caller's stream; under enqueue_mu.
-  cudaEvent_t order = nullptr;  // Marks the last operation; under enqueue_mu.
+  cudaEvent_t ready = nullptr;
   int32_t* barrier_scratch = nullptr;
   // [0]: abort flag (the host sets it, kernels poll it); [1]: a kernel's
-  // error word (ipc_kernels.h); [2]: the sequence number of the last
-  // operation that finished (IpcLaunch::done_host). Host memory mapped into
-  // the device.
+  // error word (ipc_kernels.h). Host memory mapped into the device.
   int* host_flags = nullptr;
   int* device_flags = nullptr;
-  // This rank's copy of [2] in device memory, which streams wait on.
-  CUdeviceptr done_device = 0;
-  WaitValue32Fn wait_value = nullptr;
   CheckedPointers checked_pointers;
 
   std::mutex enqueue_mu;
-  uint32_t posted = 0;                 // Operations queued; guarded by enqueue_mu.
   cudaStream_t last_stream = nullptr;  // Guarded by enqueue_mu.
-  uint32_t last_sequence = 0;          // Guarded by enqueue_mu.
+  cudaEvent_t last_done = nullptr;     // Guarded by enqueue_mu.
+  std::mutex events_mu;
+  std::vector<cudaEvent_t> free_events;  // Guarded by events_mu.
 
   std::atomic<bool> aborted{false};
   std::mutex abort_mu;
@@ -133,40 +106,25 @@ struct Core {
   std::condition_variable watch_cv;
   std::deque<std::shared_ptr<IpcRequest>> pending;  // Guarded by watch_mu.
   bool stopping = false;                            // Guarded by watch_mu.
-  bool watchdog_asleep = false;                     // Guarded by watch_mu.
 
   ~Core();
-  // Whether operation `sequence` has finished on the device.
-  bool Finished(uint32_t sequence) const {
-    return AtOrPast(reinterpret_cast<const volatile uint32_t*>(host_flags)[2], sequence);
-  }
-  // Work queued on `waiter` from now on runs after operation `sequence`,
-  // which was queued on `ran_on`. While it is the last operation and ran on
-  // the transport's own stream, an event recorded there marks it (0.6 us
-  // of host time on an H200 host, bench/gpu/launch_cost); otherwise the
-  // waiter waits for its sequence number on the device (1.3 us). A
-  // caller's stream is never touched after its call: it may be gone.
-  absl::Status OrderAfter(cudaStream_t waiter, cudaStream_t ran_on, uint32_t sequence) {
-    if (waiter == ran_on) return absl::OkStatus();  // Stream order does it.
-    std::lock_guard<std::mutex> lock(enqueue_mu);
-    return OrderAfterLocked(waiter, ran_on, sequence);
-  }
-  absl::Status OrderAfterLocked(cudaStream_t waiter, cudaStream_t ran_on,
-                                uint32_t sequence) {
-    if (waiter == ran_on) return absl::OkStatus();
-    if (ran_on == stream && last_stream == stream && sequence == last_sequence) {
-      RELAY_RETURN_IF_ERROR(Cuda(cudaEventRecord(order, stream), "cudaEventRecord"));
-      return Cuda(cudaStreamWaitEvent(waiter, order, 0), "cudaStreamWaitEvent");
+  absl::StatusOr<cudaEvent_t> GetEvent() {
+    {
+      std::lock_guard<std::mutex> lock(events_mu);
+      if (!free_events.empty()) {
+        cudaEvent_t e = free_events.back();
+        free_events.pop_back();
+        return e;
+      }
     }
-    return StreamWaitFor(waiter, sequence);
+    cudaEvent_t e = nullptr;
+    RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                               "cudaEventCreateWithFlags"));
+    return e;
   }
-  // Work queued on `s` from now on waits until operation `sequence` finished.
-  absl::Status StreamWaitFor(cudaStream_t s, uint32_t sequence) const {
-    const CUresult r = wait_value(reinterpret_cast<CUstream>(s), done_device, sequence,
-                                  CU_STREAM_WAIT_VALUE_GEQ);
-    if (r == CUDA_SUCCESS) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat("cuda_ipc: cuStreamWaitValue32 failed with CUresult ", r));
+  void PutEvent(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lock(events_mu);
+    free_events.push_back(e);
   }
   absl::Status AbortReason() {
     std::lock_guard<std::mutex> lock(abort_mu);
@@ -178,31 +136,29 @@ struct Core {
   absl::Status KernelError(const char* what) const;
 };
 
-// An operation's request: done when its last kernel has stored the
-// operation's sequence number (no CUDA call to find out).
 class IpcRequest final : public RequestState {
  public:
-  IpcRequest(std::shared_ptr<Core> core, uint32_t sequence, cudaStream_t ran_on,
-             absl::Time deadline, const char* what)
+  IpcRequest(std::shared_ptr<Core> core, cudaEvent_t done, absl::Time deadline,
+             const char* what)
       : RequestState(deadline),
         core_(std::move(core)),
-        sequence_(sequence),
-        ran_on_(ran_on),
+        done_(done),
         what_(what) {}
+  ~IpcRequest() override { core_->PutEvent(done_); }
 
   absl::Status StreamWait(void* cuda_stream) override {
-    if (done()) return status();  // Finished: nothing left to wait for.
-    device_runtime::ScopedDevice on_device(core_->device);
-    cudaStream_t waiter = cuda_stream == nullptr ? cudaStreamLegacy
-                                                 : static_cast<cudaStream_t>(cuda_stream);
-    return core_->OrderAfter(waiter, ran_on_, sequence_);
+    if (done() && !status().ok()) return status();
+    return Cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), done_, 0),
+                "cudaStreamWaitEvent");
   }
 
   // Completes the request if its kernel has finished; true if done now.
   bool Check() {
     if (done()) return true;
-    if (!core_->Finished(sequence_)) return false;
-    absl::Status outcome = core_->KernelError(what_);
+    const cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaErrorNotReady) return false;
+    absl::Status outcome = Cuda(q, "cudaEventQuery");
+    if (outcome.ok()) outcome = core_->KernelError(what_);
     if (!outcome.ok()) core_->Abort(outcome);
     Complete(std::move(outcome));
     return true;
@@ -217,8 +173,7 @@ class IpcRequest final : public RequestState {
 
  private:
   const std::shared_ptr<Core> core_;
-  const uint32_t sequence_;
-  const cudaStream_t ran_on_;
+  const cudaEvent_t done_;
   const char* const what_;
 };
 
@@ -262,22 +217,9 @@ void Core::Abort(absl::Status why) {
 void Core::WatchdogLoop() {
   NameThisThread("relay-cuda-ipc");
   std::unique_lock<std::mutex> lock(watch_mu);
-  int idle_looks = 0;
   while (true) {
-    if (pending.empty()) {
-      if (stopping) return;
-      if (++idle_looks < kIdleLooksBeforeSleep) {
-        lock.unlock();
-        std::this_thread::sleep_for(kWatchPeriod);
-        lock.lock();
-        continue;
-      }
-      watchdog_asleep = true;
-      watch_cv.wait(lock, [&] { return stopping || !pending.empty(); });
-      watchdog_asleep = false;
-      continue;
-    }
-    idle_looks = 0;
+    watch_cv.wait(lock, [&] { return stopping || !pending.empty(); });
+    if (pending.empty()) return;  // Stopping with nothing left.
     // Requests finish in posting order (one stream chain). Checked without
     // the lock, which every post takes.
     while (!pending.empty()) {
@@ -297,7 +239,7 @@ void Core::WatchdogLoop() {
       lock.lock();
       continue;
     }
-    if (pending.empty()) continue;
+    if (stopping && pending.empty()) return;
     lock.unlock();
     std::this_thread::sleep_for(kWatchPeriod);
     lock.lock();
@@ -305,12 +247,12 @@ void Core::WatchdogLoop() {
 }
 
 Core::~Core() {
+  for (cudaEvent_t e : free_events) cudaEventDestroy(e);
   for (void* p : opened) cudaIpcCloseMemHandle(p);
   if (arena != nullptr) cudaFree(arena);
   if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
   if (host_flags != nullptr) cudaFreeHost(host_flags);
   if (ready != nullptr) cudaEventDestroy(ready);
-  if (order != nullptr) cudaEventDestroy(order);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
@@ -359,18 +301,16 @@ class CudaIpcTransport final : public Transport {
   void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
 
  private:
-  // Queues `enqueue(stream, completion)` (kernels on `stream`: the
-  // transport's, or with kOnStream `user_stream` itself, the last of them
-  // marked with `completion`) after the work on `user_stream` and this
-  // transport's previous operation, and returns its request.
+  // Queues `enqueue(stream)` (kernels on `stream`: the transport's, or with
+  // kOnStream `user_stream` itself) after the work on `user_stream` and
+  // this transport's previous operation, and returns its request.
   template <typename Enqueue>
   absl::StatusOr<Request> Launch(void* user_stream, StreamOrder order, absl::Time deadline,
                                  const char* what, Enqueue&& enqueue);
   absl::Status EnqueueAllReduce(const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op, absl::Time deadline,
-                                cudaStream_t stream, const Completion& last);
-  absl::Status EnqueueExchange(const CollectiveArgs& args, cudaStream_t stream,
-                               const Completion& last);
+                                cudaStream_t stream);
+  absl::Status EnqueueExchange(const CollectiveArgs& args, cudaStream_t stream);
   IpcLaunch BaseLaunch(absl::Time deadline) const;
 
   std::shared_ptr<Core> core_;
@@ -382,9 +322,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   device_runtime::ScopedDevice on_device(c.device);
   {
     std::lock_guard<std::mutex> lock(c.enqueue_mu);
-    if (c.last_stream != nullptr) {
-      c.OrderAfterLocked(c.stream, c.last_stream, c.last_sequence).IgnoreError();  // Best effort.
-    }
+    if (c.last_done != nullptr) cudaStreamWaitEvent(c.stream, c.last_done, 0);
     if (!c.aborted.load(std::memory_order_acquire)) {
       // No peer's kernel may touch this rank's arena once it is freed: meet
       // every peer first (or give up after kTeardownTimeoutNs).
@@ -427,8 +365,7 @@ IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
 absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
                                                 size_t count, DataType dtype,
                                                 ReduceOp op, absl::Time deadline,
-                                                cudaStream_t stream,
-                                                const Completion& last) {
+                                                cudaStream_t stream) {
   const Core& c = *core_;
   RELAY_ASSIGN_OR_RETURN(const IpcType type, TypeOf(dtype));
   const size_t esize = DataTypeSize(dtype);
@@ -452,7 +389,6 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
     l.output = static_cast<char*>(out) + done * esize;
-    if (done + l.count == count) last.MarkLast(l);
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                    cuda_ipc::LaunchAllReduce(l, stream)),
                                "all_reduce kernel launch"));
@@ -487,8 +423,7 @@ P* Advanced(P* p, size_t bytes) {
 }
 
 absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
-                                               cudaStream_t stream,
-                                               const Completion& last) {
+                                               cudaStream_t stream) {
   const Core& c = *core_;
   RELAY_ASSIGN_OR_RETURN(const cuda_ipc::ExchangeKind kind, ExchangeKindOf(args.kind));
   const bool reduces = kind == cuda_ipc::ExchangeKind::kReduceScatter ||
@@ -513,7 +448,6 @@ absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
     l.count = std::min(piece, total - done);
     l.input = Advanced(args.send.data, done * unit);
     l.output = Advanced(args.recv.data, done * unit);
-    if (done + l.count == total) last.MarkLast(l);
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                    cuda_ipc::LaunchExchange(l, kind, stream)),
                                "collective kernel launch"));
@@ -537,7 +471,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
                                "cudaStreamIsCapturing"));
   }
   const bool capturing = capture != cudaStreamCaptureStatusNone;
-  Completion completion;
+  cudaEvent_t done = nullptr;
   absl::Status queued;
   {
     std::lock_guard<std::mutex> lock(c.enqueue_mu);
@@ -545,8 +479,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
       return Request::Completed(c.AbortReason());
     }
     if (!capturing) {
-      completion.done_host = reinterpret_cast<uint32_t*>(c.device_flags + 2);
-      completion.sequence = c.posted + 1;
+      RELAY_ASSIGN_OR_RETURN(done, c.GetEvent());
       if (stream != caller) {
         queued = Cuda(cudaEventRecord(c.ready, caller), "cudaEventRecord (caller's stream)");
         if (queued.ok()) {
@@ -555,18 +488,22 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
       }
       // One operation at a time, in posting order, whatever the streams:
       // the kernels count this transport's calls and chunks.
-      if (queued.ok() && c.last_stream != nullptr) {
-        queued = c.OrderAfterLocked(stream, c.last_stream, c.last_sequence);
+      if (queued.ok() && c.last_done != nullptr && c.last_stream != stream) {
+        queued = Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
+                      "cudaStreamWaitEvent (the previous operation)");
       }
     }
-    if (queued.ok()) queued = enqueue(stream, completion);
+    if (queued.ok()) queued = enqueue(stream);
     if (queued.ok() && !capturing) {
-      c.posted = completion.sequence;
-      c.last_stream = stream;
-      c.last_sequence = completion.sequence;
+      queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
+      if (queued.ok()) {
+        c.last_stream = stream;
+        c.last_done = done;
+      }
     }
   }
   if (!queued.ok()) {
+    if (done != nullptr) c.PutEvent(done);
     // Something may be queued already: the ranks are out of step.
     c.Abort(queued);
     return queued;
@@ -574,15 +511,12 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   // A captured call runs when its graph is launched: the caller's stream
   // orders it, and there is nothing for the host to watch.
   if (capturing) return Request::CompletedOnDevice();
-  auto request =
-      std::make_shared<IpcRequest>(core_, completion.sequence, stream, deadline, what);
-  bool wake = false;
+  auto request = std::make_shared<IpcRequest>(core_, done, deadline, what);
   {
     std::lock_guard<std::mutex> lock(c.watch_mu);
     c.pending.push_back(request);
-    wake = c.watchdog_asleep;
   }
-  if (wake) c.watch_cv.notify_one();
+  c.watch_cv.notify_one();
   return Request(std::move(request));
 }
 
@@ -593,18 +527,18 @@ absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args)
   }
   return Launch(args.stream, args.stream_order, args.deadline,
                 CollectiveName(args.kind).data(),  // NUL-terminated.
-                [&](cudaStream_t stream, const Completion& done) -> absl::Status {
+                [&](cudaStream_t stream) -> absl::Status {
                   switch (args.kind) {
                     case CollectiveKind::kBarrier:
                       return EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
                                               DataType::kInt32, ReduceOp::kSum,
-                                              args.deadline, stream, done);
+                                              args.deadline, stream);
                     case CollectiveKind::kAllReduce:
                       return EnqueueAllReduce(args.send.data, args.recv.data,
                                               args.send.count, args.send.dtype, args.op,
-                                              args.deadline, stream, done);
+                                              args.deadline, stream);
                     default:
-                      return EnqueueExchange(args, stream, done);
+                      return EnqueueExchange(args, stream);
                   }
                 });
 }
@@ -637,8 +571,7 @@ absl::StatusOr<Request> CudaIpcTransport::PostBatch(absl::Span<const P2POp> ops,
   const char* what = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
                                      : "batched send/recv";
   return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
-                [&](cudaStream_t stream, const Completion& done) {
-                  done.MarkLast(l.base);
+                [&](cudaStream_t stream) {
                   return Cuda(static_cast<cudaError_t>(cuda_ipc::LaunchP2P(l, stream)),
                               "send/recv kernel launch");
                 });
@@ -694,8 +627,6 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
            "cudaStreamCreateWithFlags"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming),
                              "cudaEventCreateWithFlags"));
-  RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&c.order, cudaEventDisableTiming),
-                             "cudaEventCreateWithFlags"));
   const size_t bytes = cuda_ipc::ArenaLayout::Bytes(c.half_bytes);
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.arena, bytes), "cudaMalloc (arena)"));
   // Flags, counters and low-latency words start at zero; the data halves
@@ -705,27 +636,13 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.barrier_scratch, sizeof(int32_t)),
                              "cudaMalloc (barrier scratch)"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaHostAlloc(reinterpret_cast<void**>(&c.host_flags),
-                                           3 * sizeof(int), cudaHostAllocMapped),
-                             "cudaHostAlloc (abort, error and done words)"));
-  c.host_flags[0] = c.host_flags[1] = c.host_flags[2] = 0;
+                                           2 * sizeof(int), cudaHostAllocMapped),
+                             "cudaHostAlloc (abort and error flags)"));
+  c.host_flags[0] = c.host_flags[1] = 0;
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&c.device_flags),
                                     c.host_flags, 0),
            "cudaHostGetDevicePointer"));
-  c.done_device = reinterpret_cast<CUdeviceptr>(static_cast<char*>(c.arena) +
-                                                cuda_ipc::ArenaLayout::DoneOffset());
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  void* wait_value = nullptr;
-  RELAY_RETURN_IF_ERROR(Cuda(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32",
-                                                              &wait_value, 12000,
-                                                              cudaEnableDefault, &found),
-                             "cudaGetDriverEntryPointByVersion"));
-  if (found != cudaDriverEntryPointSuccess || wait_value == nullptr) {
-    return absl::FailedPreconditionError(
-        "cuda_ipc: the CUDA driver has no cuStreamWaitValue32 (a driver older than "
-        "CUDA 12's)");
-  }
-  c.wait_value = reinterpret_cast<WaitValue32Fn>(wait_value);
   RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
 
   PeerRecord mine;

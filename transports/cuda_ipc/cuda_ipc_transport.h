@@ -44,15 +44,10 @@
 // Streams. As the NCCL transport: an operation waits on the GPU for the work
 // queued on the caller's stream and runs on the transport's own stream, or,
 // with StreamOrder::kOnStream, on the caller's stream itself; either way
-// after this transport's previous operation (a stream other than the last
-// one's waits on the device for that operation's sequence number,
-// cuStreamWaitValue32). Its request completes when the operation's last
-// kernel has stored its sequence number into host-mapped memory, so a
-// request is checked with one load and no CUDA call (a watchdog thread
-// completes requests nobody waits on, so OnDone runs); StreamWait makes a
-// stream wait for the same number. The synchronisation between GPUs is
-// flags in device memory: nothing on the host is in a launched collective's
-// path.
+// after this transport's previous operation. Its request completes when the
+// kernel has finished (a watchdog thread completes requests nobody waits on,
+// so OnDone runs). The synchronisation between GPUs is flags in device
+// memory: nothing on the host is in a launched collective's path.
 //
 // CUDA graphs. A call made with kOnStream on a stream being captured goes
 // into the graph and returns a request that is complete on the device. The

@@ -223,18 +223,18 @@ TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// Chunks and two-shot slices of 8 MiB and more move in steps: every kind,
-// with a step count that does not divide the data and a tail after the
-// last whole 16-byte unit, aligned and misaligned differently per rank,
-// and an all_reduce in two pieces.
+// Calls of 64 MiB and more move in steps (ipc_exchange.cu): every kind,
+// with data that 4 steps do not divide evenly and a tail after the last
+// whole 16-byte unit, aligned and misaligned differently per rank; and
+// large all_reduces, one in two pieces.
 TEST(CudaIpcTransportTest, LargeChunksGoInSteps) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
         for (size_t offset : {size_t{0}, static_cast<size_t>(comm.rank())}) {
-          // 40 MiB + 28 bytes of float32 (slices of 20 MiB: 4 steps), 26 MiB
-          // + 2 bytes of bfloat16 (3 steps), 100 MiB (64 MiB pieces).
+          // 40 MiB + 28 bytes of float32, 26 MiB + 2 bytes of bfloat16,
+          // 100 MiB (in 64 MiB pieces).
           RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum,
                                                (10 << 20) + 7, offset, false, 5));
           RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kBfloat16, ReduceOp::kMax,
@@ -245,12 +245,12 @@ TEST(CudaIpcTransportTest, LargeChunksGoInSteps) {
                {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
                 CollectiveKind::kAllToAll, CollectiveKind::kBroadcast,
                 CollectiveKind::kGather, CollectiveKind::kScatter, CollectiveKind::kReduce}) {
-            // 12 MiB + 20 bytes of float32 (3 steps), 18 MiB + 6 bytes of
-            // bfloat16 (4 steps).
+            // Chunks of 32 MiB + 20 bytes of float32 and 36 MiB + 6 bytes
+            // of bfloat16 (on 2 ranks, 64 MiB or more a call: 4 steps).
             RELAY_RETURN_IF_ERROR(CheckCollective(comm, kind, DataType::kFloat32,
-                                                  ReduceOp::kSum, (3 << 20) + 5, offset, 1));
+                                                  ReduceOp::kSum, (8 << 20) + 5, offset, 1));
             RELAY_RETURN_IF_ERROR(CheckCollective(comm, kind, DataType::kBfloat16,
-                                                  ReduceOp::kMax, (9 << 20) + 3, offset, 0));
+                                                  ReduceOp::kMax, (18 << 20) + 3, offset, 0));
           }
         }
         return absl::OkStatus();

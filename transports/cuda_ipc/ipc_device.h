@@ -110,28 +110,16 @@ __device__ __forceinline__ uint32_t BeginCall(void* arena, int counter) {
   return s_epoch;
 }
 
-// The operation is over on this rank: publishes p.done_sequence (see
-// IpcLaunch) once every block's stores are visible to the host and peers.
-__device__ __forceinline__ void SignalDone(const IpcLaunch& p) {
-  if (p.done_host == nullptr) return;
-  __threadfence_system();
-  *reinterpret_cast<volatile uint32_t*>(Counters(p.arenas[p.rank]) +
-                                        ArenaLayout::kDoneCounter) = p.done_sequence;
-  *reinterpret_cast<volatile uint32_t*>(p.done_host) = p.done_sequence;
-}
-
-// The last block of the call to finish advances the call counter (the next
-// call on this rank, a later kernel, reads it) and signals completion.
+// The last block of the call to finish advances the call counter; the next
+// call on this rank (a later kernel) reads it.
 __device__ __forceinline__ void EndCall(const IpcLaunch& p, int counter, uint32_t epoch) {
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t* c = Counters(p.arenas[p.rank]) + counter;
-    __threadfence();
     if (atomicAdd(c + 1, 1u) == gridDim.x - 1) {
       c[1] = 0;
       c[0] = epoch;
       __threadfence();
-      SignalDone(p);
     }
   }
 }

@@ -212,14 +212,15 @@ bool Aligned(const void* ptr, size_t to) {
 
 // The grid and the steps depend on the call alone (the same on every rank).
 int Blocks(size_t chunk_bytes) { return BlocksFor(chunk_bytes / 16); }
-// A step of at least 4 MiB a chunk, at most 4 steps: below that, a step's
-// flag round trip costs more than the overlap wins.
-constexpr size_t kStepBytes = size_t{4} << 20;
-constexpr int kMaxExchangeSteps = 4;
-static_assert(kMaxExchangeSteps < kMaxSteps);
+// Calls of 64 MiB and more (a chunk times the ranks) go in 4 steps. On 2
+// and 4 H200s steps lost 1-10% at 16-32 MB, where each step's flag round
+// trip costs more than the overlap wins, and won 4-14% from 64 MB
+// (docs/design/cuda-ipc-transport.md).
+constexpr size_t kSteppedBytes = size_t{64} << 20;
+constexpr int kExchangeSteps = 4;
+static_assert(kExchangeSteps < kMaxSteps);
 IpcLaunch WithSteps(IpcLaunch p, size_t chunk_bytes) {
-  p.steps = static_cast<int>(
-      std::max<size_t>(1, std::min<size_t>(kMaxExchangeSteps, chunk_bytes / kStepBytes)));
+  p.steps = chunk_bytes * static_cast<size_t>(p.size) >= kSteppedBytes ? kExchangeSteps : 1;
   return p;
 }
 

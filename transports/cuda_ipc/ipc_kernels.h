@@ -59,12 +59,8 @@ inline constexpr size_t kP2PChunkBytes = size_t{1} << 20;
 struct ArenaLayout {
   static constexpr size_t kFlagWords = size_t{kPhases} * kMaxBlocks * kMaxRanks;
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
-  // same for teardown barriers; [kDoneCounter] the sequence number of the
-  // last operation that finished (IpcLaunch::done_sequence), which streams
-  // wait on.
-  static constexpr size_t kCounterWords = 5;
-  static constexpr size_t kDoneCounter = 4;
-  static constexpr size_t DoneOffset() { return (kFlagWords + kDoneCounter) * 4; }
+  // same for teardown barriers.
+  static constexpr size_t kCounterWords = 4;
   // All_reduces of up to this many bytes take the low-latency path; each
   // sends twice its bytes (data and epoch), into a slot per half and rank.
   static constexpr size_t kLowLatencyBytes = 64 << 10;
@@ -128,7 +124,7 @@ enum class ExchangeKind : int {
 };
 
 // Written by a kernel that gave up, into host-mapped memory the host reads
-// when the call's completion arrives (0: no error).
+// when the call's event completes (0: no error).
 inline constexpr int kErrorTimeout = 1;  // A peer's flag did not come.
 inline constexpr int kErrorAborted = 2;  // The host set the abort flag.
 // A receive's count differs from its send's (the peer is the sender).
@@ -159,9 +155,9 @@ struct IpcLaunch {
   // kLowLatencyBytes.
   bool two_shot = false;
   bool low_latency = false;
-  // Exchanges: each chunk moves in this many steps (1 to 4), the stores of
+  // Exchanges: each chunk moves in this many steps (1 or 4), the stores of
   // step s + 1 draining into the peers while this rank copies or reduces
-  // what step s brought. Set by LaunchExchange from the chunk's bytes;
+  // what step s brought. Set by LaunchExchange from the call's bytes;
   // callers leave it. (all_reduce's two-shot runs in one step: in steps it
   // lost 5-11% busbw at 16 MB - 1 GB on 2 H200s, docs/design.)
   int steps = 1;
@@ -170,14 +166,6 @@ struct IpcLaunch {
   uint64_t timeout_ns = ~uint64_t{0};
   const int* abort_flag = nullptr;  // Device view of host-mapped memory.
   int* error = nullptr;             // Device view of host-mapped memory.
-  // Completion: the last block of the operation to finish stores
-  // done_sequence, after every block's stores, into *done_host (the device
-  // view of a host-mapped word the host polls, no CUDA call needed) and into
-  // this rank's arena at ArenaLayout::DoneOffset() (which other streams wait
-  // on). Null for a call captured into a graph, for the pieces of a call
-  // but its last, and for the teardown barrier.
-  uint32_t* done_host = nullptr;
-  uint32_t done_sequence = 0;
 };
 
 // Each queues the call on `stream` (a cudaStream_t) and returns a

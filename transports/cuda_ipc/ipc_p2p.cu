@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) P2PKernel(P2PLaunch l) {
     }
   }
   // The last block of the batch to finish advances the pair counters (every
-  // block read them when it started) and signals completion.
+  // block read them when it started).
   __syncthreads();
   if (threadIdx.x == 0) {
     __threadfence();
@@ -129,7 +129,6 @@ __global__ void __launch_bounds__(kThreads) P2PKernel(P2PLaunch l) {
       }
       words[ArenaLayout::kP2PDoneWord] = 0;
       __threadfence();
-      SignalDone(p);
     }
   }
 }
