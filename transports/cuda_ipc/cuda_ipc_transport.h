@@ -7,12 +7,12 @@
 // transport uses the CUDA device current on the thread that connects it.
 //
 // Memory. Each rank allocates one arena (RELAY_CUDA_IPC_ARENA_BYTES, default
-// 256 MiB, for two data halves used in turn, plus 18 MiB of flags,
-// low-latency words and point-to-point channels) with cudaMalloc and
-// shares it through cudaIpcGetMemHandle, the handle passing through the
-// communicator's store; a peer in another process opens it with
-// cudaIpcOpenMemHandle, a peer thread of the same process uses the pointer
-// after cudaDeviceEnablePeerAccess. The legacy IPC handle, not cuMem's
+// 256 MiB on 2 ranks and 1 GiB on more, for two data halves used in turn,
+// plus 18 MiB of flags, low-latency words and point-to-point channels)
+// with cudaMalloc and shares it through cudaIpcGetMemHandle, the handle
+// passing through the communicator's store; a peer in another process
+// opens it with cudaIpcOpenMemHandle, a peer thread of the same process
+// uses the pointer after cudaDeviceEnablePeerAccess. The legacy IPC handle, not cuMem's
 // exportable allocations: it needs no file descriptor passing between
 // processes (a Unix socket beside the store), and every CUDA version and
 // container setup relay runs on supports it.
@@ -29,8 +29,9 @@
 // broadcast, all_to_all, gather, scatter and reduce are one exchange each:
 // every rank stores what each peer needs into that peer's arena, the ranks
 // meet at a flag barrier, and each copies or reduces what it received into
-// its output (in pieces of up to half the arena / ranks). barrier is a
-// one-element all_reduce.
+// its output (in pieces of up to half the arena / ranks; from 64 MiB a
+// call in 4 steps, one step's stores travelling while the last is copied
+// or reduced). barrier is a one-element all_reduce.
 //
 // Point-to-point. Isend, Irecv and PostBatch move device memory in 1 MiB
 // chunks through a two-chunk channel per pair in the receiver's arena, by
