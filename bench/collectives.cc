@@ -103,6 +103,10 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      stream-ordered transports) captures the -n timed calls
                      into one CUDA graph on a stream of each rank's own and
                      times a replay (results unchecked)
+  --window 0|1       device buffers, all_gather: 1 registers each row's
+                     receive buffer as a symmetric window
+                     (Communicator::RegisterWindow; cuda_ipc) before timing
+                     it, and deregisters it after (default 0)
   --json FILE        also write every row as JSON
   -h, --help         this text
 Size S is nccl-tests': the whole array for all_gather, reduce_scatter,
@@ -130,6 +134,7 @@ struct Flags {
   bool device_memory = false;  // --memory device
   bool blocking = false;       // --api blocking
   bool graph = false;          // --api graph
+  bool window = false;         // --window 1
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -180,6 +185,8 @@ Flags ParseFlags(int argc, char** argv) {
       const std::string api = p.OneOf({"async", "blocking", "graph"});
       f.blocking = api == "blocking";
       f.graph = api == "graph";
+    } else if (flag == "--window") {
+      f.window = p.Int(0) != 0;
     } else if (flag == "--json") {
       f.json = p.value();
     } else {
@@ -421,6 +428,35 @@ absl::Status RunGraphRow(Communicator& comm, const Flags& f,
   return absl::OkStatus();
 }
 
+// A receive buffer registered as a symmetric window (--window) for as long
+// as it lives: declared after the buffers it covers, so it deregisters
+// before they are freed.
+class WindowGuard {
+ public:
+  WindowGuard() = default;
+  WindowGuard(const WindowGuard&) = delete;
+  WindowGuard& operator=(const WindowGuard&) = delete;
+  ~WindowGuard() { Release(); }
+  absl::Status Register(Communicator& comm, const Buffer& region) {
+    Release();
+    RELAY_RETURN_IF_ERROR(comm.RegisterWindow(region));
+    comm_ = &comm;
+    data_ = region.data;
+    return absl::OkStatus();
+  }
+  void Release() {
+    if (comm_ == nullptr) return;
+    if (absl::Status s = comm_->DeregisterWindow(data_); !s.ok()) {
+      std::fprintf(stderr, "collectives: DeregisterWindow: %s\n", s.ToString().c_str());
+    }
+    comm_ = nullptr;
+  }
+
+ private:
+  Communicator* comm_ = nullptr;
+  void* data_ = nullptr;
+};
+
 absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
                     size_t count, bool in_place, double* time_us,
                     double* issue_us,
@@ -440,6 +476,11 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   if (on_device) {
     RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
   }
+  // all_gather is the collective windows change today (cuda_ipc).
+  const bool windowed = on_device && f.window && kind == CollectiveKind::kAllGather &&
+                        call.recv_view.count > 0;
+  WindowGuard window;
+  if (windowed) RELAY_RETURN_IF_ERROR(window.Register(comm, call.recv_view));
   CollectiveOptions options;
   options.algorithm = f.algorithm;
   options.timeout = f.timeout;
@@ -496,7 +537,9 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   if (f.check) {
     call = MakeCall(kind, f, rank, count, in_place);
     if (on_device) {
+      window.Release();
       RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
+      if (windowed) RELAY_RETURN_IF_ERROR(window.Register(comm, call.recv_view));
     }
     RELAY_RETURN_IF_ERROR(run(1));
     if (on_device) {
@@ -664,7 +707,8 @@ int Main(int argc, char** argv) {
                          : "",
                      f.device_memory ? ", device memory" : "",
                      f.blocking ? ", blocking calls (RunCollective)" : "",
-                     f.graph ? ", replayed from a CUDA graph" : ""),
+                     f.graph ? ", replayed from a CUDA graph" : "",
+                     f.window ? ", receive buffers in symmetric windows" : ""),
         absl::StrCat("-b ", f.min_bytes, " -e ", f.max_bytes, " -f ", f.factor,
                      " -n ", f.iters, " -w ", f.warmup, " -c ", f.check ? 1 : 0)};
     reporters.emplace_back(o);

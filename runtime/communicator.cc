@@ -724,6 +724,40 @@ absl::StatusOr<Request> Communicator::BatchSendRecv(
   return posted;
 }
 
+namespace {
+
+// Windows take only a timeout: they exchange records on the host.
+absl::Status CheckWindowOptions(const CollectiveOptions& options, const char* call) {
+  if (options.timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(call, ": negative timeout"));
+  }
+  if (options.algorithm != Algorithm::kAuto || options.stream != nullptr ||
+      options.stream_order != StreamOrder::kAfterStream) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        call, ": only options.timeout applies; leave the algorithm, stream and "
+        "stream order at their defaults"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Communicator::RegisterWindow(Buffer region,
+                                          const CollectiveOptions& options) {
+  RELAY_RETURN_IF_ERROR(CheckUsable());
+  RELAY_RETURN_IF_ERROR(CheckWindowOptions(options, "RegisterWindow"));
+  // The region is checked by the transport, inside the exchange: a rank
+  // refusing its region alone would leave its peers waiting for it.
+  return transport_->RegisterWindow(region, DeadlineFor(options, FastNowNanos()));
+}
+
+absl::Status Communicator::DeregisterWindow(void* data,
+                                            const CollectiveOptions& options) {
+  RELAY_RETURN_IF_ERROR(CheckUsable());
+  RELAY_RETURN_IF_ERROR(CheckWindowOptions(options, "DeregisterWindow"));
+  return transport_->DeregisterWindow(data, DeadlineFor(options, FastNowNanos()));
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Split(
     int color, int key, const CollectiveOptions& options) {
   RELAY_RETURN_IF_ERROR(CheckUsable());

@@ -214,6 +214,25 @@ class Communicator {
   absl::StatusOr<std::unique_ptr<Communicator>> Split(
       int color, int key, const CollectiveOptions& options = {});
 
+  // Symmetric windows (as NCCL's ncclCommWindowRegister). Collective: every
+  // rank registers a region of device memory of the same byte size, and
+  // the transport maps every peer's region into this rank. A collective
+  // whose receive buffer lies in a window, at the same offset on every
+  // rank, may then store straight into the peers' buffers with no staging
+  // copy (cuda_ipc: all_gather). Blocks until every rank registered, or
+  // DeadlineExceeded after the timeout (options.timeout, else the
+  // default; no other option applies). Unimplemented where the transport
+  // has no windows (every one but cuda_ipc); InvalidArgument for an empty
+  // region, memory the transport cannot move (host memory, another GPU),
+  // a region overlapping a window, and sizes that differ between ranks
+  // (on every rank, naming them).
+  absl::Status RegisterWindow(Buffer region, const CollectiveOptions& options = {});
+  // Collective: every rank removes the window it registered at `data`, once
+  // every rank's earlier calls are done with it; afterwards no peer
+  // touches the region, and it may be freed. InvalidArgument if no window
+  // starts at `data`.
+  absl::Status DeregisterWindow(void* data, const CollectiveOptions& options = {});
+
   // Fails every pending request with Cancelled(reason) and makes later calls
   // fail with FailedPrecondition. Idempotent; returns promptly.
   absl::Status Abort(absl::Status reason = absl::CancelledError("aborted"));

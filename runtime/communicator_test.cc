@@ -1046,6 +1046,24 @@ TEST(CommunicatorTest, SizeMismatchFailsBothSides) {
 // Split.
 
 // Verifies that Split(rank % 2, -rank) of 6 ranks makes two reversed groups.
+// Windows exist only where the transport maps peers' memory (cuda_ipc's
+// own tests cover them); elsewhere RegisterWindow is Unimplemented on
+// every rank and nothing hangs. Options other than a timeout are refused.
+TEST(CommunicatorTest, WindowsAreUnimplementedOnLoopback) {
+  RunGroup(2, [](Communicator& comm) {
+    std::vector<float> region(64);
+    EXPECT_EQ(comm.RegisterWindow(Buffer::Of(region), WithTimeout(kWait)).code(),
+              absl::StatusCode::kUnimplemented);
+    CollectiveOptions streamed = WithTimeout(kWait);
+    streamed.stream_order = StreamOrder::kOnStream;
+    EXPECT_EQ(comm.RegisterWindow(Buffer::Of(region), streamed).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(comm.DeregisterWindow(region.data(), WithTimeout(kWait)).code(),
+              absl::StatusCode::kUnimplemented);
+    ExpectAllReduceSum(comm, 9, 2);  // Still usable.
+  });
+}
+
 TEST(CommunicatorTest, SplitByParityReversed) {
   constexpr int kSize = 6;
   RunGroup(kSize, [](Communicator& comm) {

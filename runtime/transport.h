@@ -257,6 +257,25 @@ class Transport {
         absl::StrCat(name(), " has no native collectives"));
   }
 
+  // Symmetric windows (Communicator::RegisterWindow): maps every rank's
+  // `region` into this rank, so that collectives with buffers in it may
+  // store straight into the peers'. Collective: every rank calls it, in the
+  // same order relative to its other window calls, and a region one rank
+  // refuses (empty, memory it cannot move, sizes that differ) fails the
+  // call on every rank. DeregisterWindow removes the window starting at
+  // `data` once every rank's earlier calls are done with it. Unimplemented
+  // by default.
+  virtual absl::Status RegisterWindow(const Buffer& region, absl::Time deadline) {
+    (void)region, (void)deadline;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " has no symmetric windows (cuda_ipc has)"));
+  }
+  virtual absl::Status DeregisterWindow(void* data, absl::Time deadline) {
+    (void)data, (void)deadline;
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " has no symmetric windows (cuda_ipc has)"));
+  }
+
   // This rank's end of a sub-group's wiring, derived from this transport's
   // own (NCCL's ncclCommSplit) instead of a new rendezvous. Collective:
   // every rank of this transport calls it, in the same order as its other

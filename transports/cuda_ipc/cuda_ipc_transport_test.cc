@@ -259,6 +259,98 @@ TEST(CudaIpcTransportTest, LargeChunksGoInSteps) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// all_gather into a symmetric window: every element checked, for sizes
+// from 1 element (staged: windows serve calls from 32 MiB) to 32 MiB a rank
+// (stored straight into the peers' outputs), aligned and misaligned, in
+// place and not, and around a staged call; then bad registrations are
+// InvalidArgument on
+// every rank (a rank refusing its region alone fails its peers too), and
+// after DeregisterWindow the same buffers take the staged path again.
+TEST(CudaIpcTransportTest, AllGatherIntoAWindow) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank(), n = comm.size();
+        const Device dev = Device::Cuda(rank);
+        constexpr size_t kMost = (8 << 20) + 5;  // Floats per rank.
+        // The window sits 256 bytes into its allocation on rank 1 only.
+        const size_t lead = rank == 1 ? 256 : 0;
+        const size_t window_bytes = (kMost * n + 64) * 4;
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes alloc, DeviceBytes::Allocate(window_bytes + lead));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kMost * 4 + 64));
+        char* window = alloc.data() + lead;
+        RELAY_RETURN_IF_ERROR(comm.RegisterWindow(
+            Buffer{window, window_bytes / 4, DataType::kFloat32, dev}));
+        auto check = [&](size_t count, size_t out_offset, bool in_place, int salt,
+                         bool also_staged) -> absl::Status {
+          float* out = reinterpret_cast<float*>(window + out_offset);
+          float* src = in_place ? out + rank * count : reinterpret_cast<float*>(in.data() + 4);
+          std::vector<float> mine(count), got(count * n);
+          for (size_t i = 0; i < count; ++i) {
+            mine[i] = static_cast<float>((i * 7 + rank * 1000 + salt * 13) % 100003);
+          }
+          RELAY_RETURN_IF_ERROR(CudaCheck(
+              cudaMemcpy(src, mine.data(), count * 4, cudaMemcpyHostToDevice), "copy in"));
+          RELAY_ASSIGN_OR_RETURN(Request r, comm.AllGather(ConstBuffer::Of(src, count, dev),
+                                                           Buffer::Of(out, count * n, dev)));
+          RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+          if (also_staged) {  // A staged call between direct ones.
+            RELAY_RETURN_IF_ERROR(CheckCollective(comm, CollectiveKind::kAllGather,
+                                                  DataType::kFloat32, ReduceOp::kSum, 1001,
+                                                  0, 0));
+          }
+          RELAY_RETURN_IF_ERROR(CudaCheck(
+              cudaMemcpy(got.data(), out, count * n * 4, cudaMemcpyDeviceToHost), "copy out"));
+          for (size_t i = 0; i < count * n; ++i) {
+            const size_t q = i / count, j = i % count;
+            const float want = static_cast<float>((j * 7 + q * 1000 + salt * 13) % 100003);
+            if (got[i] != want) {
+              return absl::InternalError(absl::StrCat(
+                  "count ", count, " offset ", out_offset, in_place ? " in place" : "",
+                  ": element ", i, " is ", got[i], ", want ", want, " (rank ", rank, ")"));
+            }
+          }
+          return absl::OkStatus();
+        };
+        int salt = 0;
+        for (size_t count : {size_t{1}, size_t{4099}, size_t{300001}, kMost}) {
+          RELAY_RETURN_IF_ERROR(check(count, 0, false, ++salt, false));
+          RELAY_RETURN_IF_ERROR(check(count, 4, false, ++salt, true));
+          RELAY_RETURN_IF_ERROR(check(count, 256, true, ++salt, false));
+        }
+        // Refused alike on every rank: sizes that differ, a region that
+        // overlaps the window.
+        absl::Status differ = comm.RegisterWindow(
+            Buffer{in.data(), rank == 0 ? size_t{64} : size_t{32}, DataType::kFloat32, dev});
+        if (differ.code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError(absl::StrCat("sizes differ: ", differ.ToString()));
+        }
+        absl::Status overlap = comm.RegisterWindow(
+            Buffer{window + 1024, 16, DataType::kFloat32, dev});
+        if (overlap.code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError(absl::StrCat("overlap: ", overlap.ToString()));
+        }
+        // Host memory on rank 0 only: rank 1 fails too, and nothing hangs.
+        std::vector<float> host(16);
+        absl::Status on_host = comm.RegisterWindow(
+            rank == 0 ? Buffer::Of(host.data(), 16, dev)
+                      : Buffer{in.data(), 16, DataType::kFloat32, dev});
+        if (on_host.code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError(absl::StrCat("host memory: ", on_host.ToString()));
+        }
+        RELAY_RETURN_IF_ERROR(comm.DeregisterWindow(window));
+        absl::Status again = comm.DeregisterWindow(window);
+        if (again.code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError(absl::StrCat("deregistered twice: ", again.ToString()));
+        }
+        // The same buffers, staged now.
+        return check(4099, 4, false, ++salt, false);
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // The conformance matrix on `n` GPUs, ranks as threads: the native
 // collectives (every collective; counts 0, 1, one not divisible by the
 // ranks, one over a million; every root; in place and not; every dtype and

@@ -200,6 +200,30 @@ __global__ void __launch_bounds__(kThreads) ReduceKernel(IpcLaunch p) {
   EndCall(p, 0, epoch);
 }
 
+// all_gather into symmetric windows (LaunchDirectAllGather), in bytes. R:
+// the widest unit dividing the input, every rank's output and the stride.
+template <typename R>
+__global__ void __launch_bounds__(kThreads) DirectAllGatherKernel(IpcLaunch p) {
+  const uint32_t epoch = BeginCall(p.arenas[p.rank], 0);
+  const int b = blockIdx.x;
+  const char* in = static_cast<const char*>(p.input);
+  const size_t at = static_cast<size_t>(p.rank) * p.stride;
+  // Enter: the same block of every peer has started this call, so the
+  // peer's stream is done with what its output held before.
+  Raise(p, 0, b, FlagValue(epoch, 0));
+  if (Await(p, 0, b, FlagValue(epoch, 0))) {
+    for (int k = 1; k < p.size; ++k) {
+      const int d = Peer(p, b, k);
+      CopyStep<R>(static_cast<char*>(p.peer_outputs[d]) + at, in, p.count, 0, 1);
+    }
+    char* own = static_cast<char*>(p.output) + at;
+    if (own != in) CopyStep<R>(own, in, p.count, 0, 1);  // In place: there.
+    // Leave: every peer's stores into this rank's output are done.
+    Barrier(p, 0, b, epoch);
+  }
+  EndCall(p, 0, epoch);
+}
+
 __global__ void TeardownKernel(IpcLaunch p) {
   const uint32_t epoch = BeginCall(p.arenas[p.rank], 2);
   Barrier(p, kTeardownPhase, 0, epoch);
@@ -299,6 +323,25 @@ int LaunchExchange(const IpcLaunch& p, ExchangeKind kind, void* stream_ptr) {
     case ExchangeKind::kReduce: return LaunchReduce<ExchangeKind::kReduce>(p, stream);
   }
   return static_cast<int>(cudaErrorInvalidValue);
+}
+
+int LaunchDirectAllGather(const IpcLaunch& p, void* stream_ptr) {
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p.input) | p.stride;
+  for (int r = 0; r < p.size; ++r) bits |= reinterpret_cast<uintptr_t>(p.peer_outputs[r]);
+  const int blocks = Blocks(p.count);
+  if (bits % 16 == 0) {
+    DirectAllGatherKernel<uint4><<<blocks, kThreads, 0, stream>>>(p);
+  } else if (bits % 8 == 0) {
+    DirectAllGatherKernel<unsigned long long><<<blocks, kThreads, 0, stream>>>(p);
+  } else if (bits % 4 == 0) {
+    DirectAllGatherKernel<unsigned int><<<blocks, kThreads, 0, stream>>>(p);
+  } else if (bits % 2 == 0) {
+    DirectAllGatherKernel<unsigned short><<<blocks, kThreads, 0, stream>>>(p);
+  } else {
+    DirectAllGatherKernel<unsigned char><<<blocks, kThreads, 0, stream>>>(p);
+  }
+  return static_cast<int>(cudaGetLastError());
 }
 
 int LaunchTeardownBarrier(const IpcLaunch& p, void* stream) {

@@ -161,6 +161,9 @@ struct IpcLaunch {
   // callers leave it. (all_reduce's two-shot runs in one step: in steps it
   // lost 5-11% busbw at 16 MB - 1 GB on 2 H200s, docs/design.)
   int steps = 1;
+  // LaunchDirectAllGather: every rank's output, as this process sees it
+  // (symmetric windows: the same offset in each rank's registered region).
+  void* peer_outputs[kMaxRanks] = {};
   // Give up waiting for a peer after this long (nanoseconds of the GPU's
   // global timer), or once *abort_flag is non-zero.
   uint64_t timeout_ns = ~uint64_t{0};
@@ -172,6 +175,12 @@ struct IpcLaunch {
 // cudaError_t value (0: queued).
 int LaunchAllReduce(const IpcLaunch& launch, void* stream);
 int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream);
+// all_gather into outputs in symmetric windows (launch.peer_outputs): the
+// ranks meet once each block has started (so a peer's earlier work on its
+// output is done), every rank stores its input straight into every peer's
+// output, and they meet again. No staging copy, no pieces; count and
+// stride in bytes.
+int LaunchDirectAllGather(const IpcLaunch& launch, void* stream);
 
 // A batch of sends and receives, every op's blocks running at once (a
 // batch cannot deadlock on itself). A pair's messages match in the order
