@@ -561,9 +561,23 @@ bool SlotExchange::Ready(uint64_t exchange, uint64_t tag, uint64_t signature,
       const RankFlags& flags = *FlagsOf(r);
       if (flags.aborted.load(std::memory_order_acquire) != 0 &&
           flags.abandoned_from.load(std::memory_order_relaxed) <= exchange) {
-        *failure = absl::UnavailableError(absl::StrCat(
-            "rank ", r, " aborted before finishing shared-memory exchange ",
-            exchange));
+        // Rank r may have aborted because a rank that never came did (its
+        // transport fails on a peer's abort): name that rank, the cause,
+        // where there is one.
+        int cause = -1;
+        for (int q = 0; q < size_ && cause < 0; ++q) {
+          if (q != rank_ && q != r &&
+              SlotOf(q, exchange)->stamp.load(std::memory_order_seq_cst) != exchange + 1 &&
+              FlagsOf(q)->aborted.load(std::memory_order_seq_cst) != 0) {
+            cause = q;
+          }
+        }
+        *failure = absl::UnavailableError(
+            cause < 0 ? absl::StrCat("rank ", r,
+                                     " aborted before finishing shared-memory exchange ",
+                                     exchange)
+                      : absl::StrCat("rank ", cause, " aborted (shared-memory exchange ",
+                                     exchange, ")"));
         PreferMismatch(exchange, tag, signature, failure);
         return false;
       }
