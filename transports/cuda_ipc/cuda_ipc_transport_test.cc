@@ -263,9 +263,9 @@ TEST(CudaIpcTransportTest, LargeChunksGoInSteps) {
 // from 1 element (staged: windows serve calls from 32 MiB) to 32 MiB a rank
 // (stored straight into the peers' outputs), aligned and misaligned, in
 // place and not, and around a staged call; then bad registrations are
-// InvalidArgument on
-// every rank (a rank refusing its region alone fails its peers too), and
-// after DeregisterWindow the same buffers take the staged path again.
+// InvalidArgument on every rank (a rank refusing its region alone fails
+// its peers too), and after DeregisterWindow the same buffers take the
+// staged path again.
 TEST(CudaIpcTransportTest, AllGatherIntoAWindow) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   absl::Status s = RunRanks(
