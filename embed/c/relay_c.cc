@@ -500,6 +500,25 @@ relay_status relay_comm_split(relay_comm* comm, int color, int key,
   return RELAY_OK;
 }
 
+relay_status relay_comm_register_window(relay_comm* comm, void* data, size_t bytes,
+                                        const relay_call_options* options) {
+  if (comm == nullptr) return kNullArgument;
+  relay::Device device;
+  absl::StatusOr<relay::CollectiveOptions> o = CallOptions(options, &device);
+  if (!o.ok()) return comm->error.Record(o.status());
+  return comm->error.Record(comm->comm->RegisterWindow(
+      relay::Buffer{data, bytes, relay::DataType::kUint8, device}, *o));
+}
+
+relay_status relay_comm_deregister_window(relay_comm* comm, void* data,
+                                          const relay_call_options* options) {
+  if (comm == nullptr) return kNullArgument;
+  relay::Device device;
+  absl::StatusOr<relay::CollectiveOptions> o = CallOptions(options, &device);
+  if (!o.ok()) return comm->error.Record(o.status());
+  return comm->error.Record(comm->comm->DeregisterWindow(data, *o));
+}
+
 relay_status relay_comm_abort(relay_comm* comm) {
   if (comm == nullptr) return kNullArgument;
   return comm->error.Record(

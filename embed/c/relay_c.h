@@ -238,6 +238,21 @@ typedef struct relay_call_options {
 #define RELAY_CALL_OPTIONS_INIT \
   { sizeof(relay_call_options), 0, NULL, RELAY_HOST, NULL, RELAY_AFTER_STREAM }
 
+/* Collective: every rank registers `bytes` of memory at `data` (on the
+ * device options->device names) as a symmetric window, as
+ * ncclCommWindowRegister does; the sizes must match. Collectives whose
+ * receive buffers lie in windows at the same offset on every rank may
+ * then store straight into the peers' buffers (cuda_ipc: all_gather from
+ * 32 MiB). Of the options only timeout_ms and device apply.
+ * RELAY_UNIMPLEMENTED where the transport has no windows (all but
+ * cuda_ipc); RELAY_INVALID_ARGUMENT on every rank when one refuses its
+ * region. relay_comm_deregister_window, collective too, removes the
+ * window at `data` once every rank's earlier calls are done with it. */
+relay_status relay_comm_register_window(relay_comm* comm, void* data, size_t bytes,
+                                        const relay_call_options* options);
+relay_status relay_comm_deregister_window(relay_comm* comm, void* data,
+                                          const relay_call_options* options);
+
 /* Every operation validates its input first (RELAY_INVALID_ARGUMENT,
  * nothing sent), then starts and returns a request in *out, which the
  * caller releases. Buffers must stay valid until the request completes.

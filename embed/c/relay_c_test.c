@@ -239,6 +239,15 @@ static void* run_rank(void* p) {
   }
   EXPECT_OK(run_and_wait(relay_barrier(comm, NULL, &req), &req), comm);
 
+  /* Windows: this test's transport has none, on every rank alike. */
+  {
+    relay_status w = relay_comm_register_window(comm, out, n * sizeof(double), NULL);
+    if (w != RELAY_UNIMPLEMENTED) {
+      fail("rank %d: relay_comm_register_window gave %s, want RELAY_UNIMPLEMENTED", rank,
+           relay_status_name(w));
+    }
+  }
+
   /* split: even and odd ranks, reversed; all_reduce in each half. */
   relay_comm* half = NULL;
   EXPECT_OK(relay_comm_split(comm, rank % 2, -rank, &half), comm);
