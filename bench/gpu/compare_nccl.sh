@@ -20,7 +20,9 @@
 # over relay's cuda_ipc transport, a process per GPU under relayrun: eager
 # (variant cuda_ipc), queued on each rank's own stream (cuda_ipc-on-stream)
 # and replayed from a CUDA graph (cuda_ipc-graph); CUDA_IPC=0 leaves them
-# out. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
+# out; for all_gather it also runs with the receive buffers in symmetric
+# windows (variant cuda_ipc-window, `collectives --window 1`) unless
+# WINDOW=0. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
 # raw-symmetric: nccl_collectives --symmetric 1, NCCL >= 2.27); off by
 # default, since each side lengthens every sweep. `relaybench table OUT/C --side S`
 # sets one side against every other. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
@@ -68,6 +70,9 @@ ${sweep[*]} --transport cuda_ipc --collective $c --json {out}.json"
     sides+=("cuda_ipc=$ipc -c $check"
             "cuda_ipc-on-stream=$ipc -c $check --cuda-stream own --stream-order on"
             "cuda_ipc-graph=$ipc -c 0 --api graph")
+    if [ "$c" = all_gather ] && [ "${WINDOW:-1}" = 1 ]; then
+      sides+=("cuda_ipc-window=$ipc -c $check --window 1")
+    fi
     for spec in ${CUDA_IPC_VARIANTS:-}; do
       name="${spec%%:*}" vars="${spec#*:}"
       sides+=("cuda_ipc-graph-$name=env ${vars//,/ } $ipc -c 0 --api graph")
