@@ -114,6 +114,22 @@ void RunGroup(int size, const std::function<void(Communicator&)>& body,
   for (std::thread& t : threads) t.join();
 }
 
+// RunGroup over `factory`'s transport (a wrapped loopback).
+void RunGroupOn(TransportFactory& factory, int size,
+                const std::function<void(Communicator&)>& body) {
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
+          factory, DefaultEngine(), store, r, size, TestOptions());
+      ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status();
+      body(**comm);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
 // Rank r's element i: distinct for every (rank, index, salt).
 float Value(int rank, size_t i, int salt = 0) {
   return static_cast<float>(rank * 1000 + static_cast<int>(i) + salt * 100000);
@@ -1236,36 +1252,29 @@ class DeviceOnlyLoopback final : public WrappedLoopback {
 TEST(CommunicatorTest, SplitOverATransportWithoutHostMemory) {
   constexpr int kSize = 5;
   WrappedLoopbackFactory<DeviceOnlyLoopback> factory;
-  auto store = std::make_shared<InMemoryStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kSize; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
-          factory, DefaultEngine(), store, r, kSize, TestOptions());
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      // Colors 0, 1, 0, 1 and rank 4 out; keys reverse the order.
-      const int color = r == 4 ? -1 : r % 2;
-      absl::StatusOr<std::unique_ptr<Communicator>> child =
-          (*comm)->Split(color, -r, WithTimeout(kWait));
-      ASSERT_TRUE(child.ok()) << "rank " << r << ": " << child.status();
-      if (color < 0) {
-        EXPECT_EQ(*child, nullptr);
-      } else {
-        ASSERT_NE(*child, nullptr);
-        EXPECT_EQ((*child)->size(), 2);
-        EXPECT_EQ((*child)->rank(), r < 2 ? 1 : 0) << "rank " << r;
-      }
-      // A second split of the same parent gets a group of its own: all
-      // five, in reverse.
-      absl::StatusOr<std::unique_ptr<Communicator>> whole =
-          (*comm)->Split(0, kSize - r, WithTimeout(kWait));
-      ASSERT_TRUE(whole.ok()) << whole.status();
-      ASSERT_NE(*whole, nullptr);
-      EXPECT_EQ((*whole)->size(), kSize);
-      EXPECT_EQ((*whole)->rank(), kSize - 1 - r);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  RunGroupOn(factory, kSize, [&](Communicator& comm) {
+    const int r = comm.rank();
+    // Colors 0, 1, 0, 1 and rank 4 out; keys reverse the order.
+    const int color = r == 4 ? -1 : r % 2;
+    absl::StatusOr<std::unique_ptr<Communicator>> child =
+        comm.Split(color, -r, WithTimeout(kWait));
+    ASSERT_TRUE(child.ok()) << "rank " << r << ": " << child.status();
+    if (color < 0) {
+      EXPECT_EQ(*child, nullptr);
+    } else {
+      ASSERT_NE(*child, nullptr);
+      EXPECT_EQ((*child)->size(), 2);
+      EXPECT_EQ((*child)->rank(), r < 2 ? 1 : 0) << "rank " << r;
+    }
+    // A second split of the same parent gets a group of its own: all
+    // five, in reverse.
+    absl::StatusOr<std::unique_ptr<Communicator>> whole =
+        comm.Split(0, kSize - r, WithTimeout(kWait));
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    ASSERT_NE(*whole, nullptr);
+    EXPECT_EQ((*whole)->size(), kSize);
+    EXPECT_EQ((*whole)->rank(), kSize - 1 - r);
+  });
 }
 
 // Loopback whose PostBatch refuses one buffer address with InvalidArgument
@@ -1299,32 +1308,24 @@ class RefusingLoopback final : public WrappedLoopback {
 // FailedPrecondition).
 TEST(CommunicatorTest, BatchRefusedBeforePostingLeavesTheCommunicatorUsable) {
   WrappedLoopbackFactory<RefusingLoopback> factory;
-  auto store = std::make_shared<InMemoryStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
-          factory, DefaultEngine(), store, r, 2, TestOptions());
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      Communicator& c = **comm;
-      if (r == 0) {
-        std::vector<float> fine(4, 1.0f);
-        const P2POp ops[] = {
-            P2POp::Send(ConstBuffer::Of(fine), 1, 3),
-            P2POp::Send(ConstBuffer{RefusingLoopback::poison, 4,
-                                    DataType::kFloat32, Device::Host()},
-                        1, 4)};
-        absl::StatusOr<Request> refused = c.BatchSendRecv(ops);
-        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
-            << refused.status();
-      }
-      ExpectAllReduceSum(c, 6, 8, kProbeWait);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  RunGroupOn(factory, 2, [&](Communicator& c) {
+    if (c.rank() == 0) {
+      std::vector<float> fine(4, 1.0f);
+      const P2POp ops[] = {
+          P2POp::Send(ConstBuffer::Of(fine), 1, 3),
+          P2POp::Send(ConstBuffer{RefusingLoopback::poison, 4,
+                                  DataType::kFloat32, Device::Host()},
+                      1, 4)};
+      absl::StatusOr<Request> refused = c.BatchSendRecv(ops);
+      EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+          << refused.status();
+    }
+    ExpectAllReduceSum(c, 6, 8, kProbeWait);
+  });
 }
 
-// Loopback declared as having no point-to-point (as cuda_ipc for now).
+// Loopback declared as having no point-to-point (a transport with native
+// collectives only, as cuda_ipc was before its point-to-point).
 class NoPointToPointLoopback final : public WrappedLoopback {
  public:
   using WrappedLoopback::WrappedLoopback;
@@ -1344,28 +1345,20 @@ class NoPointToPointLoopback final : public WrappedLoopback {
 // sent.
 TEST(CommunicatorTest, AlgorithmsThatNeedPointToPointAreRefusedWithoutIt) {
   WrappedLoopbackFactory<NoPointToPointLoopback> factory;
-  auto store = std::make_shared<InMemoryStore>();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(
-          factory, DefaultEngine(), store, r, 2, TestOptions());
-      ASSERT_TRUE(comm.ok()) << comm.status();
-      std::vector<float> in(8, 1.0f), out(8, 0.0f);
-      for (Algorithm a : {Algorithm::kRing, Algorithm::kAuto}) {
-        CollectiveOptions opts;
-        opts.algorithm = a;
-        absl::StatusOr<Request> refused = (*comm)->AllReduce(
-            ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum, opts);
-        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
-            << refused.status();
-        EXPECT_TRUE(absl::StrContains(refused.status().message(),
-                                      "no_p2p_loopback does not have"))
-            << refused.status();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  RunGroupOn(factory, 2, [&](Communicator& comm) {
+    std::vector<float> in(8, 1.0f), out(8, 0.0f);
+    for (Algorithm a : {Algorithm::kRing, Algorithm::kAuto}) {
+      CollectiveOptions opts;
+      opts.algorithm = a;
+      absl::StatusOr<Request> refused = comm.AllReduce(
+          ConstBuffer::Of(in), Buffer::Of(out), ReduceOp::kSum, opts);
+      EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument)
+          << refused.status();
+      EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                    "no_p2p_loopback does not have"))
+          << refused.status();
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------

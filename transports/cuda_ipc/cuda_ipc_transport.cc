@@ -487,7 +487,7 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
   const size_t chunk = PerRankCount(args, c.size) * DataTypeSize(args.recv.dtype);
   if (chunk * c.size < kDirectAllGatherBytes) return false;
   char* out = static_cast<char*>(args.recv.data);
-  IpcLaunch l = BaseLaunch(args.deadline);
+  void* peer_outputs[kMaxRanks] = {};
   {
     std::lock_guard<std::mutex> lock(c.windows_mu);
     const Window* in = nullptr;
@@ -496,8 +496,10 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
     }
     if (in == nullptr) return false;
     const size_t offset = static_cast<size_t>(out - in->base);
-    for (int r = 0; r < c.size; ++r) l.peer_outputs[r] = in->regions[r] + offset;
+    for (int r = 0; r < c.size; ++r) peer_outputs[r] = in->regions[r] + offset;
   }
+  IpcLaunch l = BaseLaunch(args.deadline);
+  std::copy(std::begin(peer_outputs), std::end(peer_outputs), l.peer_outputs);
   l.input = args.send.data;
   l.output = out;
   l.count = chunk;
@@ -811,6 +813,10 @@ absl::Status CudaIpcTransport::DeregisterWindow(void* data, absl::Time deadline)
   std::lock_guard<std::mutex> lock(c.windows_mu);
   auto w = std::find_if(c.windows.begin(), c.windows.end(),
                         [&](const Window& x) { return x.base == data; });
+  if (w == c.windows.end()) {  // Another thread deregistered it meanwhile.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: DeregisterWindow: no window starts at ", absl::StrFormat("%p", data)));
+  }
   for (const std::string& key : w->mappings) {
     auto it = c.mappings.find(key);
     if (key.empty() || it == c.mappings.end()) continue;

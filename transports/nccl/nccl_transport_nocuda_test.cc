@@ -2,6 +2,7 @@
 // nccl_transport_test.cc): it exists, is not viable, and says why.
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "relay.h"
 #include "transports/nccl/nccl_transport.h"
@@ -17,6 +18,13 @@ TEST(NcclTransportFactoryTest, NotViableWithoutCudaSaysWhy) {
        .transport = "nccl"});
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kFailedPrecondition) << comm.status();
+  EXPECT_TRUE(absl::StrContains(comm.status().message(), "'nccl'")) << comm.status();
+  // The factory says why: the build found no CUDA.
+  TransportConfig config;
+  config.store = std::make_shared<InMemoryStore>();
+  absl::StatusOr<std::unique_ptr<Transport>> t = factory.Connect(config);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "built without")) << t.status();
 }
 
 }  // namespace
