@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "collectives/device_reduce_kernels.h"
+#include "runtime/device_arithmetic.cuh"
 
 namespace relay {
 namespace device_kernels {
@@ -27,37 +28,10 @@ namespace {
 
 constexpr int kThreads = 512;
 
-// Arithmetic type for each storage type; integer sum/prod wrap in unsigned.
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <> struct Acc<__nv_bfloat16> { using type = float; };
-
-template <typename T> __device__ __forceinline__ typename Acc<T>::type Widen(T v) { return v; }
-template <> __device__ __forceinline__ float Widen<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float Widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T Narrow(typename Acc<T>::type v) { return static_cast<T>(v); }
-template <> __device__ __forceinline__ __half Narrow<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-template <typename A>
-__device__ __forceinline__ A Wrap(A x, A y, bool prod) {
-  if constexpr (std::is_integral_v<A>) {
-    using U = std::common_type_t<std::make_unsigned_t<A>, unsigned>;
-    return static_cast<A>(prod ? static_cast<U>(x) * static_cast<U>(y)
-                               : static_cast<U>(x) + static_cast<U>(y));
-  } else {
-    return prod ? x * y : x + y;
-  }
-}
-
-template <Op kOp, typename A>
-__device__ __forceinline__ A Apply(A x, A y) {
-  if constexpr (kOp == Op::kSum) return Wrap(x, y, false);
-  if constexpr (kOp == Op::kProd) return Wrap(x, y, true);
-  if constexpr (kOp == Op::kMin) return y < x ? y : x;
-  if constexpr (kOp == Op::kMax) return x < y ? y : x;
-}
+using device_arithmetic::Acc;
+using device_arithmetic::Apply;
+using device_arithmetic::Narrow;
+using device_arithmetic::Widen;
 
 template <Op kOp, typename T>
 __device__ __forceinline__ T ApplyOne(T a, T b) {

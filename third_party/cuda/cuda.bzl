@@ -15,6 +15,10 @@ Example:
         hdrs = ["device_reduce.h"],
         deps = ["//runtime:data_type"],
     )
+
+`device_hdrs` are headers of other packages that the .cu files include
+(device code shared between libraries, e.g. //runtime:device_arithmetic.cuh):
+nvcc sees them; the fallback build does not need them.
 """
 
 load("@local_cuda//:defs.bzl", "HAVE_CUDA")
@@ -28,7 +32,7 @@ NVCC_FLAGS = [
     "--expt-relaxed-constexpr",
 ]
 
-def cuda_library(name, srcs, hdrs = [], deps = [], fallback_srcs = [], includes = [], visibility = None, **kwargs):
+def cuda_library(name, srcs, hdrs = [], deps = [], fallback_srcs = [], device_hdrs = [], includes = [], visibility = None, **kwargs):
     if not HAVE_CUDA:
         native.cc_library(
             name = name,
@@ -44,7 +48,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], fallback_srcs = [], includes 
         obj = name + "_" + src.replace("/", "_").replace(".cu", ".o")
         native.genrule(
             name = obj + "_nvcc",
-            srcs = [src] + hdrs + ["@local_cuda//:cuda_headers"],
+            srcs = [src] + hdrs + device_hdrs + ["@local_cuda//:cuda_headers"],
             outs = [obj],
             tools = ["@local_cuda//:nvcc.sh"],
             cmd = " ".join([

@@ -17,41 +17,19 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "runtime/device_arithmetic.cuh"
 #include "transports/cuda_ipc/ipc_kernels.h"
 
 namespace relay {
 namespace cuda_ipc {
 
-// Sums accumulate in the widened type (float32 for float16 and bfloat16)
-// and round once. Integer sums and products wrap; kAvg divides the sum by
-// the rank count (integers truncate toward zero), as the host kernels do.
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <> struct Acc<__nv_bfloat16> { using type = float; };
-
-template <typename T> __device__ __forceinline__ typename Acc<T>::type Widen(T v) { return v; }
-template <> __device__ __forceinline__ float Widen<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float Widen<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T Narrow(typename Acc<T>::type v) { return static_cast<T>(v); }
-template <> __device__ __forceinline__ __half Narrow<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-
-template <IpcOp kOp, typename A>
-__device__ __forceinline__ A Apply(A x, A y) {
-  if constexpr (kOp == IpcOp::kMin) {
-    return y < x ? y : x;
-  } else if constexpr (kOp == IpcOp::kMax) {
-    return x < y ? y : x;
-  } else if constexpr (std::is_integral_v<A>) {
-    using U = std::common_type_t<std::make_unsigned_t<A>, unsigned>;
-    return static_cast<A>(kOp == IpcOp::kProd
-                              ? static_cast<U>(x) * static_cast<U>(y)
-                              : static_cast<U>(x) + static_cast<U>(y));
-  } else {
-    return kOp == IpcOp::kProd ? x * y : x + y;
-  }
-}
+// Elements combine as the host kernels do (runtime/device_arithmetic.cuh);
+// kAvg sums, then Finish divides by the rank count (integers truncate
+// toward zero).
+using device_arithmetic::Acc;
+using device_arithmetic::Apply;
+using device_arithmetic::Narrow;
+using device_arithmetic::Widen;
 
 template <IpcOp kOp, typename A>
 __device__ __forceinline__ A Finish(A acc, int ranks) {
