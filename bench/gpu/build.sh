@@ -45,7 +45,7 @@ for t in "${targets[@]}"; do
 done
 cp -f tools/relayrun bench/gpu/gpu_env.sh bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
   bench/gpu/loopback_on_gpus.sh \
-  bench/gpu/torch_vs_nccl.sh bench/torch_allreduce.py examples/ddp_train.py \
+  bench/gpu/torch_vs_nccl.sh bench/gpu/torch_symm_mem.py bench/torch_allreduce.py examples/ddp_train.py \
   embed/torch/backend_cuda_test.py "$out/"
 rm -rf "$out/relaybench"
 mkdir -p "$out/relaybench"

@@ -24,7 +24,11 @@
 # windows (variant cuda_ipc-window, `collectives --window 1`) unless
 # WINDOW=0. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
 # raw-symmetric: nccl_collectives --symmetric 1, NCCL >= 2.27); off by
-# default, since each side lengthens every sweep. `relaybench table OUT/C --side S`
+# default, since each side lengthens every sweep. TORCH_SYMM=1 adds torch's
+# symmetric-memory all_reduce for all_reduce (variant torch-symm,
+# torch_symm_mem.py: one-shot out of place, two-shot in place, the input
+# already in a symmetric buffer), where python3 imports torch; off by
+# default. `relaybench table OUT/C --side S`
 # sets one side against every other. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
 # sides under other settings (variant cuda_ipc-graph-NAME), e.g.
 # "oneshot8m:RELAY_CUDA_IPC_ONE_SHOT_BYTES=8388608". MIN_SIZE (default 8) is the sweep's first size.
@@ -77,6 +81,14 @@ ${sweep[*]} --transport cuda_ipc --collective $c --json {out}.json"
       name="${spec%%:*}" vars="${spec#*:}"
       sides+=("cuda_ipc-graph-$name=env ${vars//,/ } $ipc -c 0 --api graph")
     done
+  fi
+  if [ "$c" = all_reduce ] && [ "${TORCH_SYMM:-0}" = 1 ]; then
+    if python3 -c "import torch.distributed._symmetric_memory" 2>/dev/null; then
+      sides+=("torch-symm=python3 $here/relayrun -n $gpus --no-prefix --timeout 900 -- \
+python3 $here/torch_symm_mem.py ${sweep[*]} -c $check --json {out}.json")
+    else
+      echo "TORCH_SYMM=1: python3 cannot import torch's symmetric memory; side torch-symm left out"
+    fi
   fi
   PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
   PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \
