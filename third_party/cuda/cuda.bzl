@@ -51,7 +51,11 @@ def cuda_library(name, srcs, hdrs = [], deps = [], fallback_srcs = [], device_hd
             srcs = [src] + hdrs + device_hdrs + ["@local_cuda//:cuda_headers"],
             outs = [obj],
             tools = ["@local_cuda//:nvcc.sh"],
+            # Its own temporary folder: nvcc names its files by process id,
+            # which sandboxes running side by side share (seen: a second
+            # nvcc lost the first's file, "cudafe1.cpp: No such file").
             cmd = " ".join([
+                "export TMPDIR=$$(mktemp -d) &&",
                 "$(location @local_cuda//:nvcc.sh)",
                 " ".join(NVCC_FLAGS),
                 "-I.",
@@ -59,6 +63,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], fallback_srcs = [], device_hd
                 "-I/usr/include",
                 "-c $(location %s)" % src,
                 "-o $@",
+                "&& rm -rf $$TMPDIR",
             ]),
         )
         objects.append(obj)
