@@ -8,9 +8,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -24,6 +26,14 @@ struct Params {  // About the size of cuda_ipc's IpcLaunch.
 };
 
 __global__ void Empty() {}
+// Holds its stream for about `ns` nanoseconds, so calls queue up behind it.
+__global__ void Spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
 __global__ void WithParams(Params p) {
   if (p.words[0] == 1 && threadIdx.x == 0 && blockIdx.x == 0) p.words[1] = 0;
 }
@@ -40,6 +50,25 @@ double MedianUs(const std::function<void()>& call, cudaStream_t drain) {
   cudaDeviceSynchronize();
   std::sort(per_call.begin(), per_call.end());
   return per_call[per_call.size() / 2];
+}
+
+// The GPU's time per call: kCalls calls queued behind a spinning kernel,
+// timed from its end to the last call's end by events.
+double GpuUs(const std::function<void()>& call, cudaStream_t s) {
+  constexpr int kCalls = 500;
+  cudaEvent_t begin, end;
+  cudaEventCreate(&begin);
+  cudaEventCreate(&end);
+  Spin<<<1, 1, 0, s>>>(20'000'000ull);
+  cudaEventRecord(begin, s);
+  for (int i = 0; i < kCalls; ++i) call();
+  cudaEventRecord(end, s);
+  cudaEventSynchronize(end);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, begin, end);
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  return ms * 1000.0 / kCalls;
 }
 
 }  // namespace
@@ -60,9 +89,42 @@ int LaunchCostMain() {
                                    &q);
   auto wait_value = reinterpret_cast<CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned)>(
       wait_fn);
+  void* launch_fn = nullptr;
+  cudaGetDriverEntryPointByVersion("cuLaunchKernel", &launch_fn, 12000, cudaEnableDefault, &q);
+  auto cu_launch = reinterpret_cast<CUresult (*)(CUfunction, unsigned, unsigned, unsigned,
+                                                 unsigned, unsigned, unsigned, unsigned,
+                                                 CUstream, void**, void**)>(launch_fn);
+  cudaFunction_t with_params = nullptr;
+  cudaGetFuncBySymbol(&with_params, reinterpret_cast<const void*>(&WithParams));
   Params p{};
+  void* args[] = {&p};
+  // A graph of one kernel node, launched whole.
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t graph_exec = nullptr;
+  cudaStreamBeginCapture(other, cudaStreamCaptureModeThreadLocal);
+  WithParams<<<1, 512, 0, other>>>(p);
+  cudaStreamEndCapture(other, &graph);
+  cudaGraphInstantiate(&graph_exec, graph, 0);
+  cudaGraphNode_t node = nullptr;
+  size_t nodes = 1;
+  cudaGraphGetNodes(graph, &node, &nodes);
+  cudaKernelNodeParams node_params{};
+  node_params.func = reinterpret_cast<void*>(&WithParams);
+  node_params.gridDim = dim3(1);
+  node_params.blockDim = dim3(512);
+  node_params.kernelParams = args;
   Empty<<<1, 32, 0, s>>>();
   cudaDeviceSynchronize();
+  // A second thread polling an event every 50 us, as relay's watchdog does
+  // while calls are in flight: the driver calls share its locks.
+  std::atomic<bool> polling{false}, stop{false};
+  std::thread poller([&] {
+    cudaSetDevice(0);
+    while (!stop.load()) {
+      if (polling.load()) cudaEventQuery(e);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
   struct Row {
     const char* name;
     std::function<void()> call;
@@ -71,6 +133,28 @@ int LaunchCostMain() {
       {"kernel <<<1, 32>>>, no parameters", [&] { Empty<<<1, 32, 0, s>>>(); }},
       {"kernel <<<1, 512>>>, 224-byte parameter", [&] { WithParams<<<1, 512, 0, s>>>(p); }},
       {"kernel <<<64, 512>>>, 224-byte parameter", [&] { WithParams<<<64, 512, 0, s>>>(p); }},
+      {"cudaLaunchKernel <<<1, 512>>>, 224-byte parameter", [&] {
+         cudaLaunchKernel(reinterpret_cast<const void*>(&WithParams), dim3(1), dim3(512), args,
+                          0, s);
+       }},
+      {"cuLaunchKernel (driver) <<<1, 512>>>, 224-byte parameter", [&] {
+         cu_launch(reinterpret_cast<CUfunction>(with_params), 1, 1, 1, 512, 1, 1, 0,
+                   reinterpret_cast<CUstream>(s), args, nullptr);
+       }},
+      {"cudaGraphLaunch, one kernel node", [&] { cudaGraphLaunch(graph_exec, s); }},
+      {"cudaGraphExecKernelNodeSetParams", [&] {
+         p.words[0] ^= 2;  // New parameters each call.
+         cudaGraphExecKernelNodeSetParams(graph_exec, node, &node_params);
+       }},
+      {"cudaGraphExecKernelNodeSetParams + cudaGraphLaunch", [&] {
+         p.words[0] ^= 2;
+         cudaGraphExecKernelNodeSetParams(graph_exec, node, &node_params);
+         cudaGraphLaunch(graph_exec, s);
+       }},
+      {"kernel <<<1, 512>>> while a thread polls an event every 50 us", [&] {
+         polling.store(true);
+         WithParams<<<1, 512, 0, s>>>(p);
+       }},
       {"cudaGetLastError", [&] { cudaGetLastError(); }},
       {"cudaGetDevice", [&] { int d; cudaGetDevice(&d); }},
       {"cudaStreamIsCapturing", [&] {
@@ -87,6 +171,19 @@ int LaunchCostMain() {
   };
   std::printf("| host call | us per call (median of %d bursts of %d) |\n|---|---:|\n", kBursts,
               kBurst);
-  for (const Row& r : rows) std::printf("| %s | %.2f |\n", r.name, MedianUs(r.call, s));
+  for (const Row& r : rows) {
+    std::printf("| %s | %.2f |\n", r.name, MedianUs(r.call, s));
+    polling.store(false);
+  }
+  std::printf("\n| queued behind a busy stream | GPU us per call (500 calls) |\n|---|---:|\n");
+  std::printf("| kernel <<<1, 512>>>, 224-byte parameter | %.2f |\n",
+              GpuUs([&] { WithParams<<<1, 512, 0, s>>>(p); }, s));
+  std::printf("| cudaGraphExecKernelNodeSetParams + cudaGraphLaunch | %.2f |\n", GpuUs([&] {
+                p.words[0] ^= 2;
+                cudaGraphExecKernelNodeSetParams(graph_exec, node, &node_params);
+                cudaGraphLaunch(graph_exec, s);
+              }, s));
+  stop.store(true);
+  poller.join();
   return 0;
 }
