@@ -1,4 +1,4 @@
-// File: transports/nccl/finished_prefix.h
+// File: runtime/finished_prefix.h
 //
 // FinishedPrefix: how many of a queue's operations have finished, when they
 // finish in queue order (one CUDA stream) and each look costs a driver call
@@ -6,7 +6,7 @@
 // (indexes 0, 2, 6, 14, ...) and then bisects, so a queue whose front is
 // still running costs one look, and k finished operations cost about
 // 2 log2(k) looks. A plain bisection of the whole queue cost log2(n) looks
-// every time: 8 for the 256 the NCCL watchdog probes at once, on a thread
+// every time: 8 for the 256 the GPU transports' watchdog (device_watch.h) probes at once, on a thread
 // whose driver calls share the driver with the one enqueueing work.
 //
 // Example:
@@ -16,8 +16,8 @@
 //            : q == cudaErrorNotReady ? ProbeResult::kRunning
 //                                     : ProbeResult::kFailed;
 //   });
-#ifndef RELAY_TRANSPORTS_NCCL_FINISHED_PREFIX_H_
-#define RELAY_TRANSPORTS_NCCL_FINISHED_PREFIX_H_
+#ifndef RELAY_RUNTIME_FINISHED_PREFIX_H_
+#define RELAY_RUNTIME_FINISHED_PREFIX_H_
 
 #include <algorithm>
 #include <cstddef>
@@ -64,4 +64,4 @@ FinishedPrefixResult FinishedPrefix(size_t n, Probe&& probe) {
 
 }  // namespace relay
 
-#endif  // RELAY_TRANSPORTS_NCCL_FINISHED_PREFIX_H_
+#endif  // RELAY_RUNTIME_FINISHED_PREFIX_H_

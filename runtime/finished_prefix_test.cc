@@ -1,6 +1,6 @@
 // FinishedPrefix on every queue length and boundary up to 300: the right
 // count, and few probes (one when the front is still running).
-#include "transports/nccl/finished_prefix.h"
+#include "runtime/finished_prefix.h"
 
 #include <cmath>
 #include <cstddef>

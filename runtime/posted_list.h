@@ -1,6 +1,6 @@
-// File: transports/nccl/posted_list.h
+// File: runtime/posted_list.h
 //
-// PostedList: how the NCCL transport hands the requests it posts to its
+// PostedList: how a GPU transport hands the requests it posts to its
 // watchdog thread. Any thread pushes with one compare-exchange; the
 // consumer takes everything pushed so far in one exchange, oldest first.
 // There is no lock and no node allocation: the list is intrusive, and each
@@ -29,8 +29,8 @@
 //   posted.TakeAll([&](std::shared_ptr<Request> r) {    // consumer
 //     pending.push_back(std::move(r));
 //   });
-#ifndef RELAY_TRANSPORTS_NCCL_POSTED_LIST_H_
-#define RELAY_TRANSPORTS_NCCL_POSTED_LIST_H_
+#ifndef RELAY_RUNTIME_POSTED_LIST_H_
+#define RELAY_RUNTIME_POSTED_LIST_H_
 
 #include <atomic>
 #include <memory>
@@ -89,4 +89,4 @@ class PostedList {
 
 }  // namespace relay
 
-#endif  // RELAY_TRANSPORTS_NCCL_POSTED_LIST_H_
+#endif  // RELAY_RUNTIME_POSTED_LIST_H_

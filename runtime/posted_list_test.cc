@@ -1,6 +1,6 @@
 // PostedList: items come out oldest first, each exactly once, with several
 // threads pushing while one takes; items left on the list are released.
-#include "transports/nccl/posted_list.h"
+#include "runtime/posted_list.h"
 
 #include <atomic>
 #include <memory>

@@ -29,6 +29,7 @@ targets=(
   //bench:launch_cost
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
+  //runtime:device_watch_test
   //examples:overlap_streams
   //testing:conformance_rank
   //testing:fault_rank

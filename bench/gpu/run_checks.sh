@@ -31,6 +31,7 @@ check() {  # name, command...
   fi
 }
 check device_reduce_test "$here/device_reduce_test"
+check device_watch_test "$here/device_watch_test"
 check nccl_transport_test "$here/nccl_transport_test"
 check loopback_device_test "$here/loopback_device_test"
 check cuda_ipc_transport_test "$here/cuda_ipc_transport_test"

@@ -6,14 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -24,8 +21,9 @@
 #include "runtime/device_buffer_check.h"
 #include "runtime/config.h"
 #include "runtime/device_runtime.h"
+#include "runtime/device_watch.h"
 #include "runtime/status_macros.h"
-#include "runtime/thread_name.h"
+#include "transports/cuda_ipc/graph_launcher.h"
 #include "transports/cuda_ipc/ipc_kernels.h"
 
 namespace relay {
@@ -61,8 +59,6 @@ constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
 constexpr size_t kDirectAllGatherBytes = size_t{32} << 20;
 // How long the teardown barrier waits for a peer that never comes.
 constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
-// How often the watchdog looks at pending requests.
-constexpr auto kWatchPeriod = std::chrono::microseconds(50);
 
 absl::Status Cuda(cudaError_t e, const char* call) {
   if (e == cudaSuccess) return absl::OkStatus();
@@ -107,10 +103,8 @@ struct Window {
   std::string mappings[kMaxRanks];
 };
 
-class IpcRequest;
-
 // What a transport shares with its requests and its watchdog.
-struct Core {
+struct Core final : DeviceWatchOwner {
   int rank = 0;
   int size = 1;
   int device = 0;
@@ -133,8 +127,6 @@ struct Core {
   std::mutex enqueue_mu;
   cudaStream_t last_stream = nullptr;  // Guarded by enqueue_mu.
   cudaEvent_t last_done = nullptr;     // Guarded by enqueue_mu.
-  std::mutex events_mu;
-  std::vector<cudaEvent_t> free_events;  // Guarded by events_mu.
 
   // Symmetric windows. A peer allocation is opened once however many
   // windows lie in it (cudaIpcOpenMemHandle refuses a second open): handle
@@ -147,82 +139,35 @@ struct Core {
   uint64_t windows_made = 0;                               // Guarded by windows_mu.
 
   std::atomic<bool> aborted{false};
-  std::mutex abort_mu;
+  mutable std::mutex abort_mu;
   absl::Status abort_reason;  // Guarded by abort_mu.
 
-  std::mutex watch_mu;
-  std::condition_variable watch_cv;
-  std::deque<std::shared_ptr<IpcRequest>> pending;  // Guarded by watch_mu.
-  bool stopping = false;                            // Guarded by watch_mu.
+  // The requests' completion events and the watchdog.
+  DeviceWatch watch{this};
+  // Kernels go through one-node graphs (graph_launcher.h) unless
+  // RELAY_CUDA_IPC_LAUNCH is kernel; guarded by enqueue_mu.
+  bool graph_launch = true;
+  cuda_ipc::GraphLauncher launcher;
 
   ~Core();
-  absl::StatusOr<cudaEvent_t> GetEvent() {
-    {
-      std::lock_guard<std::mutex> lock(events_mu);
-      if (!free_events.empty()) {
-        cudaEvent_t e = free_events.back();
-        free_events.pop_back();
-        return e;
-      }
-    }
-    cudaEvent_t e = nullptr;
-    RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                               "cudaEventCreateWithFlags"));
-    return e;
-  }
-  void PutEvent(cudaEvent_t e) {
-    std::lock_guard<std::mutex> lock(events_mu);
-    free_events.push_back(e);
-  }
-  absl::Status AbortReason() {
+  // DeviceWatchOwner. Abort raises the flag the kernels poll (they give
+  // up waiting for peers) and fails every request with `why`.
+  void Abort(absl::Status why) override;
+  bool Aborted() const override { return aborted.load(std::memory_order_acquire); }
+  absl::Status AbortReason() const override {
     std::lock_guard<std::mutex> lock(abort_mu);
     return abort_reason;
   }
-  void Abort(absl::Status why);
-  void WatchdogLoop();
+  // A finished kernel's error word (OK: none).
+  absl::Status Finished(const DeviceRequest& request) override {
+    return KernelError(request.what());
+  }
+  absl::Status Expired(const DeviceRequest& request) override {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "cuda_ipc: ", request.what(), " on rank ", rank, " did not finish before its deadline"));
+  }
   // The status a finished kernel's error word stands for (OK: none).
   absl::Status KernelError(const char* what) const;
-};
-
-class IpcRequest final : public RequestState {
- public:
-  IpcRequest(std::shared_ptr<Core> core, cudaEvent_t done, absl::Time deadline,
-             const char* what)
-      : RequestState(deadline),
-        core_(std::move(core)),
-        done_(done),
-        what_(what) {}
-  ~IpcRequest() override { core_->PutEvent(done_); }
-
-  absl::Status StreamWait(void* cuda_stream) override {
-    if (done() && !status().ok()) return status();
-    return Cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(cuda_stream), done_, 0),
-                "cudaStreamWaitEvent");
-  }
-
-  // Completes the request if its kernel has finished; true if done now.
-  bool Check() {
-    if (done()) return true;
-    const cudaError_t q = cudaEventQuery(done_);
-    if (q == cudaErrorNotReady) return false;
-    absl::Status outcome = Cuda(q, "cudaEventQuery");
-    if (outcome.ok()) outcome = core_->KernelError(what_);
-    if (!outcome.ok()) core_->Abort(outcome);
-    Complete(std::move(outcome));
-    return true;
-  }
-  const char* what() const { return what_; }
-
- protected:
-  bool Progress() override {
-    if (Check()) return true;
-    return !core_->aborted.load(std::memory_order_relaxed);
-  }
-
- private:
-  const std::shared_ptr<Core> core_;
-  const cudaEvent_t done_;
-  const char* const what_;
 };
 
 absl::Status Core::KernelError(const char* what) const {
@@ -251,52 +196,15 @@ void Core::Abort(absl::Status why) {
     if (!abort_reason.ok()) return;
     abort_reason = why;
   }
-  aborted.store(true, std::memory_order_release);
+  aborted.store(true, std::memory_order_seq_cst);
   // Kernels waiting on a peer see it and give up.
   reinterpret_cast<volatile int*>(host_flags)[0] = 1;
-  std::deque<std::shared_ptr<IpcRequest>> failing;
-  {
-    std::lock_guard<std::mutex> lock(watch_mu);
-    failing.swap(pending);
-  }
-  for (auto& r : failing) r->Complete(why);
-}
-
-void Core::WatchdogLoop() {
-  NameThisThread("relay-cuda-ipc");
-  std::unique_lock<std::mutex> lock(watch_mu);
-  while (true) {
-    watch_cv.wait(lock, [&] { return stopping || !pending.empty(); });
-    if (pending.empty()) return;  // Stopping with nothing left.
-    // Requests finish in posting order (one stream chain). Checked without
-    // the lock, which every post takes.
-    while (!pending.empty()) {
-      std::shared_ptr<IpcRequest> front = pending.front();
-      lock.unlock();
-      const bool finished = front->Check();
-      lock.lock();
-      if (!finished) break;
-      if (!pending.empty() && pending.front() == front) pending.pop_front();
-    }
-    if (!pending.empty() && absl::Now() > pending.front()->deadline()) {
-      auto late = pending.front();
-      lock.unlock();
-      Abort(absl::DeadlineExceededError(absl::StrCat(
-          "cuda_ipc: ", late->what(), " on rank ", rank,
-          " did not finish before its deadline")));
-      lock.lock();
-      continue;
-    }
-    if (stopping && pending.empty()) return;
-    lock.unlock();
-    std::this_thread::sleep_for(kWatchPeriod);
-    lock.lock();
-  }
+  watch.FailAll(why);
 }
 
 Core::~Core() {
+  watch.Stop();  // The transport stopped it already.
   for (auto& [key, mapped] : mappings) cudaIpcCloseMemHandle(mapped.first);
-  for (cudaEvent_t e : free_events) cudaEventDestroy(e);
   for (void* p : opened) cudaIpcCloseMemHandle(p);
   if (arena != nullptr) cudaFree(arena);
   if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
@@ -313,7 +221,7 @@ absl::StatusOr<IpcType> TypeOf(DataType t) {
 class CudaIpcTransport final : public Transport {
  public:
   explicit CudaIpcTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
-    watchdog_ = std::thread([c = core_] { c->WatchdogLoop(); });
+    core_->watch.Start("relay-cuda-ipc");
   }
   ~CudaIpcTransport() override;
 
@@ -352,28 +260,31 @@ class CudaIpcTransport final : public Transport {
   void Abort(absl::Status reason) override { core_->Abort(std::move(reason)); }
 
  private:
-  // Queues `enqueue(stream)` (kernels on `stream`: the transport's, or with
-  // kOnStream `user_stream` itself) after the work on `user_stream` and
-  // this transport's previous operation, and returns its request.
+  // Queues `enqueue(stream, via)` (kernels on `stream`: the transport's, or
+  // with kOnStream `user_stream` itself; through `via`, the graph launcher,
+  // unless the stream is being captured or RELAY_CUDA_IPC_LAUNCH says
+  // kernel) after the work on `user_stream` and this transport's previous
+  // operation, and returns its request.
   template <typename Enqueue>
   absl::StatusOr<Request> Launch(void* user_stream, StreamOrder order, absl::Time deadline,
                                  const char* what, Enqueue&& enqueue);
   absl::Status EnqueueAllReduce(const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op, absl::Time deadline,
-                                cudaStream_t stream);
-  absl::Status EnqueueExchange(const CollectiveArgs& args, cudaStream_t stream);
+                                cudaStream_t stream, cuda_ipc::KernelLauncher* via);
+  absl::Status EnqueueExchange(const CollectiveArgs& args, cudaStream_t stream,
+                               cuda_ipc::KernelLauncher* via);
   // An all_gather of kDirectAllGatherBytes or more whose output lies in a
   // window: straight into the peers' outputs. False (nothing queued)
   // otherwise.
   absl::StatusOr<bool> EnqueueDirectAllGather(const CollectiveArgs& args,
-                                              cudaStream_t stream);
+                                              cudaStream_t stream,
+                                              cuda_ipc::KernelLauncher* via);
   // Why this rank refuses `region` as a window ("" if it does not), and
   // the record it publishes.
   std::string PrepareWindow(const Buffer& region, WindowRecord* record);
   IpcLaunch BaseLaunch(absl::Time deadline) const;
 
   std::shared_ptr<Core> core_;
-  std::thread watchdog_;
 };
 
 CudaIpcTransport::~CudaIpcTransport() {
@@ -391,12 +302,7 @@ CudaIpcTransport::~CudaIpcTransport() {
     }
     cudaStreamSynchronize(c.stream);
   }
-  {
-    std::lock_guard<std::mutex> lock(c.watch_mu);
-    c.stopping = true;
-  }
-  c.watch_cv.notify_all();
-  watchdog_.join();
+  c.watch.Stop();  // Completes the requests whose work has finished.
 }
 
 absl::Status CudaIpcTransport::CheckMemory(const ConstBuffer& b,
@@ -424,7 +330,8 @@ IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
 absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
                                                 size_t count, DataType dtype,
                                                 ReduceOp op, absl::Time deadline,
-                                                cudaStream_t stream) {
+                                                cudaStream_t stream,
+                                                cuda_ipc::KernelLauncher* via) {
   const Core& c = *core_;
   RELAY_ASSIGN_OR_RETURN(const IpcType type, TypeOf(dtype));
   const size_t esize = DataTypeSize(dtype);
@@ -449,7 +356,7 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
     l.input = static_cast<const char*>(in) + done * esize;
     l.output = static_cast<char*>(out) + done * esize;
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
-                                   cuda_ipc::LaunchAllReduce(l, stream)),
+                                   cuda_ipc::LaunchAllReduce(l, stream, via)),
                                "all_reduce kernel launch"));
   }
   return absl::OkStatus();
@@ -482,7 +389,7 @@ P* Advanced(P* p, size_t bytes) {
 }
 
 absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
-    const CollectiveArgs& args, cudaStream_t stream) {
+    const CollectiveArgs& args, cudaStream_t stream, cuda_ipc::KernelLauncher* via) {
   Core& c = *core_;
   const size_t chunk = PerRankCount(args, c.size) * DataTypeSize(args.recv.dtype);
   if (chunk * c.size < kDirectAllGatherBytes) return false;
@@ -505,16 +412,17 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
   l.count = chunk;
   l.stride = chunk;
   RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
-                                 cuda_ipc::LaunchDirectAllGather(l, stream)),
+                                 cuda_ipc::LaunchDirectAllGather(l, stream, via)),
                              "all_gather kernel launch"));
   return true;
 }
 
 absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
-                                               cudaStream_t stream) {
+                                               cudaStream_t stream,
+                                               cuda_ipc::KernelLauncher* via) {
   const Core& c = *core_;
   if (args.kind == CollectiveKind::kAllGather) {
-    RELAY_ASSIGN_OR_RETURN(const bool direct, EnqueueDirectAllGather(args, stream));
+    RELAY_ASSIGN_OR_RETURN(const bool direct, EnqueueDirectAllGather(args, stream, via));
     if (direct) return absl::OkStatus();
   }
   RELAY_ASSIGN_OR_RETURN(const cuda_ipc::ExchangeKind kind, ExchangeKindOf(args.kind));
@@ -541,7 +449,7 @@ absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
     l.input = Advanced(args.send.data, done * unit);
     l.output = Advanced(args.recv.data, done * unit);
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
-                                   cuda_ipc::LaunchExchange(l, kind, stream)),
+                                   cuda_ipc::LaunchExchange(l, kind, stream, via)),
                                "collective kernel launch"));
   }
   return absl::OkStatus();
@@ -571,7 +479,8 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
       return Request::Completed(c.AbortReason());
     }
     if (!capturing) {
-      RELAY_ASSIGN_OR_RETURN(done, c.GetEvent());
+      RELAY_ASSIGN_OR_RETURN(void* event, c.watch.GetEvent());
+      done = static_cast<cudaEvent_t>(event);
       if (stream != caller) {
         queued = Cuda(cudaEventRecord(c.ready, caller), "cudaEventRecord (caller's stream)");
         if (queued.ok()) {
@@ -585,7 +494,9 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
                       "cudaStreamWaitEvent (the previous operation)");
       }
     }
-    if (queued.ok()) queued = enqueue(stream);
+    if (queued.ok()) {
+      queued = enqueue(stream, capturing || !c.graph_launch ? nullptr : &c.launcher);
+    }
     if (queued.ok() && !capturing) {
       queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
       if (queued.ok()) {
@@ -595,7 +506,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
     }
   }
   if (!queued.ok()) {
-    if (done != nullptr) c.PutEvent(done);
+    if (done != nullptr) c.watch.PutEvent(done);
     // Something may be queued already: the ranks are out of step.
     c.Abort(queued);
     return queued;
@@ -603,12 +514,9 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   // A captured call runs when its graph is launched: the caller's stream
   // orders it, and there is nothing for the host to watch.
   if (capturing) return Request::CompletedOnDevice();
-  auto request = std::make_shared<IpcRequest>(core_, done, deadline, what);
-  {
-    std::lock_guard<std::mutex> lock(c.watch_mu);
-    c.pending.push_back(request);
-  }
-  c.watch_cv.notify_one();
+  auto request = std::make_shared<DeviceRequest>(
+      std::shared_ptr<DeviceWatch>(core_, &c.watch), done, deadline, what);
+  c.watch.Watch(request);
   return Request(std::move(request));
 }
 
@@ -619,18 +527,18 @@ absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args)
   }
   return Launch(args.stream, args.stream_order, args.deadline,
                 CollectiveName(args.kind).data(),  // NUL-terminated.
-                [&](cudaStream_t stream) -> absl::Status {
+                [&](cudaStream_t stream, cuda_ipc::KernelLauncher* via) -> absl::Status {
                   switch (args.kind) {
                     case CollectiveKind::kBarrier:
                       return EnqueueAllReduce(c.barrier_scratch, c.barrier_scratch, 1,
                                               DataType::kInt32, ReduceOp::kSum,
-                                              args.deadline, stream);
+                                              args.deadline, stream, via);
                     case CollectiveKind::kAllReduce:
                       return EnqueueAllReduce(args.send.data, args.recv.data,
                                               args.send.count, args.send.dtype, args.op,
-                                              args.deadline, stream);
+                                              args.deadline, stream, via);
                     default:
-                      return EnqueueExchange(args, stream);
+                      return EnqueueExchange(args, stream, via);
                   }
                 });
 }
@@ -663,8 +571,8 @@ absl::StatusOr<Request> CudaIpcTransport::PostBatch(absl::Span<const P2POp> ops,
   const char* what = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
                                      : "batched send/recv";
   return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
-                [&](cudaStream_t stream) {
-                  return Cuda(static_cast<cudaError_t>(cuda_ipc::LaunchP2P(l, stream)),
+                [&](cudaStream_t stream, cuda_ipc::KernelLauncher* via) {
+                  return Cuda(static_cast<cudaError_t>(cuda_ipc::LaunchP2P(l, stream, via)),
                               "send/recv kernel launch");
                 });
 }
@@ -865,8 +773,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_ASSIGN_OR_RETURN(
       const uint64_t one_shot_bytes,
       ReadCount("RELAY_CUDA_IPC_ONE_SHOT_BYTES", kDefaultOneShotBytes));
+  RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;
+  c.graph_launch = launch == "graph";
   c.rank = config.rank;
   c.size = config.size;
   c.half_bytes = (arena_bytes / 2) / 256 * 256;

@@ -259,46 +259,42 @@ int Blocks(const IpcLaunch& p, size_t esize) {
 }
 
 template <typename T, IpcOp kOp>
-int Launch(const IpcLaunch& p, cudaStream_t stream) {
+int Launch(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   using E = typename RawOf<sizeof(T)>::type;
   const bool aligned = (reinterpret_cast<uintptr_t>(p.input) % 16) == 0 &&
                        (reinterpret_cast<uintptr_t>(p.output) % 16) == 0;
   const int blocks = Blocks(p, sizeof(T));
-  if (aligned) {
-    AllReduceKernel<T, uint4, kOp><<<blocks, kThreads, 0, stream>>>(p);
-  } else {
-    AllReduceKernel<T, E, kOp><<<blocks, kThreads, 0, stream>>>(p);
-  }
-  return static_cast<int>(cudaGetLastError());
+  return aligned ? Queue(AllReduceKernel<T, uint4, kOp>, blocks, kThreads, p, stream, via)
+                 : Queue(AllReduceKernel<T, E, kOp>, blocks, kThreads, p, stream, via);
 }
 
 template <typename T>
-int LaunchOp(const IpcLaunch& p, cudaStream_t stream) {
+int LaunchOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   switch (p.op) {
-    case IpcOp::kSum: return Launch<T, IpcOp::kSum>(p, stream);
-    case IpcOp::kProd: return Launch<T, IpcOp::kProd>(p, stream);
-    case IpcOp::kMin: return Launch<T, IpcOp::kMin>(p, stream);
-    case IpcOp::kMax: return Launch<T, IpcOp::kMax>(p, stream);
-    case IpcOp::kAvg: return Launch<T, IpcOp::kAvg>(p, stream);
+    case IpcOp::kSum: return Launch<T, IpcOp::kSum>(p, stream, via);
+    case IpcOp::kProd: return Launch<T, IpcOp::kProd>(p, stream, via);
+    case IpcOp::kMin: return Launch<T, IpcOp::kMin>(p, stream, via);
+    case IpcOp::kMax: return Launch<T, IpcOp::kMax>(p, stream, via);
+    case IpcOp::kAvg: return Launch<T, IpcOp::kAvg>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
 }  // namespace
 
-int LaunchAllReduce(const IpcLaunch& p, void* stream_ptr) {
+int LaunchAllReduce(const IpcLaunch& p, void* stream_ptr, KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   switch (p.type) {
-    case IpcType::kInt8: return LaunchOp<int8_t>(p, stream);
-    case IpcType::kUint8: return LaunchOp<uint8_t>(p, stream);
-    case IpcType::kInt32: return LaunchOp<int32_t>(p, stream);
-    case IpcType::kUint32: return LaunchOp<uint32_t>(p, stream);
-    case IpcType::kInt64: return LaunchOp<int64_t>(p, stream);
-    case IpcType::kUint64: return LaunchOp<uint64_t>(p, stream);
-    case IpcType::kFloat16: return LaunchOp<__half>(p, stream);
-    case IpcType::kBfloat16: return LaunchOp<__nv_bfloat16>(p, stream);
-    case IpcType::kFloat32: return LaunchOp<float>(p, stream);
-    case IpcType::kFloat64: return LaunchOp<double>(p, stream);
+    case IpcType::kInt8: return LaunchOp<int8_t>(p, stream, via);
+    case IpcType::kUint8: return LaunchOp<uint8_t>(p, stream, via);
+    case IpcType::kInt32: return LaunchOp<int32_t>(p, stream, via);
+    case IpcType::kUint32: return LaunchOp<uint32_t>(p, stream, via);
+    case IpcType::kInt64: return LaunchOp<int64_t>(p, stream, via);
+    case IpcType::kUint64: return LaunchOp<uint64_t>(p, stream, via);
+    case IpcType::kFloat16: return LaunchOp<__half>(p, stream, via);
+    case IpcType::kBfloat16: return LaunchOp<__nv_bfloat16>(p, stream, via);
+    case IpcType::kFloat32: return LaunchOp<float>(p, stream, via);
+    case IpcType::kFloat64: return LaunchOp<double>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }

@@ -209,6 +209,19 @@ __device__ __forceinline__ void CopyUnits(R* __restrict__ dst, size_t base_d,
   for (; i < r.end; i += stride) dst[base_d + i] = __ldcg(src + base_s + i);
 }
 
+// Queues kernel<<<blocks, threads>>>(param) on `stream`: through `via`
+// where given, else launched. Returns a cudaError_t value.
+template <typename P>
+inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
+                 cudaStream_t stream, KernelLauncher* via) {
+  if (via != nullptr) {
+    void* args[] = {const_cast<P*>(&param)};
+    return via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args, stream);
+  }
+  kernel<<<blocks, threads, 0, stream>>>(param);
+  return static_cast<int>(cudaGetLastError());
+}
+
 // Blocks for `work` units of 16 bytes: a unit per thread up to kMaxBlocks
 // blocks (more blocks keep more stores in flight, fewer take part in fewer
 // barriers).

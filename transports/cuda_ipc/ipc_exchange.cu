@@ -249,99 +249,97 @@ IpcLaunch WithSteps(IpcLaunch p, size_t chunk_bytes) {
 }
 
 template <typename R, ExchangeKind kKind>
-int LaunchCopyAs(const IpcLaunch& p, cudaStream_t stream) {
-  CopyKernel<R, kKind><<<Blocks(p.count), kThreads, 0, stream>>>(WithSteps(p, p.count));
-  return static_cast<int>(cudaGetLastError());
+int LaunchCopyAs(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
+  return Queue(CopyKernel<R, kKind>, Blocks(p.count), kThreads, WithSteps(p, p.count), stream,
+               via);
 }
 
 template <ExchangeKind kKind>
-int LaunchCopy(const IpcLaunch& p, cudaStream_t stream) {
+int LaunchCopy(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   auto fits = [&](size_t w) {
     return Aligned(p.input, w) && Aligned(p.output, w) && p.stride % w == 0;
   };
-  if (fits(16)) return LaunchCopyAs<uint4, kKind>(p, stream);
-  if (fits(8)) return LaunchCopyAs<unsigned long long, kKind>(p, stream);
-  if (fits(4)) return LaunchCopyAs<unsigned int, kKind>(p, stream);
-  if (fits(2)) return LaunchCopyAs<unsigned short, kKind>(p, stream);
-  return LaunchCopyAs<unsigned char, kKind>(p, stream);
+  if (fits(16)) return LaunchCopyAs<uint4, kKind>(p, stream, via);
+  if (fits(8)) return LaunchCopyAs<unsigned long long, kKind>(p, stream, via);
+  if (fits(4)) return LaunchCopyAs<unsigned int, kKind>(p, stream, via);
+  if (fits(2)) return LaunchCopyAs<unsigned short, kKind>(p, stream, via);
+  return LaunchCopyAs<unsigned char, kKind>(p, stream, via);
 }
 
 template <typename T, IpcOp kOp, ExchangeKind kKind>
-int LaunchReduceAs(const IpcLaunch& p, cudaStream_t stream) {
+int LaunchReduceAs(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   using E = typename RawOf<sizeof(T)>::type;
   const int blocks = Blocks(p.count * sizeof(T));
   const IpcLaunch stepped = WithSteps(p, p.count * sizeof(T));
   if (Aligned(p.input, 16) && Aligned(p.output, 16) && (p.stride * sizeof(T)) % 16 == 0) {
-    ReduceKernel<T, uint4, kOp, kKind><<<blocks, kThreads, 0, stream>>>(stepped);
-  } else {
-    ReduceKernel<T, E, kOp, kKind><<<blocks, kThreads, 0, stream>>>(stepped);
+    return Queue(ReduceKernel<T, uint4, kOp, kKind>, blocks, kThreads, stepped, stream, via);
   }
-  return static_cast<int>(cudaGetLastError());
+  return Queue(ReduceKernel<T, E, kOp, kKind>, blocks, kThreads, stepped, stream, via);
 }
 
 template <typename T, ExchangeKind kKind>
-int LaunchReduceOp(const IpcLaunch& p, cudaStream_t stream) {
+int LaunchReduceOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   switch (p.op) {
-    case IpcOp::kSum: return LaunchReduceAs<T, IpcOp::kSum, kKind>(p, stream);
-    case IpcOp::kProd: return LaunchReduceAs<T, IpcOp::kProd, kKind>(p, stream);
-    case IpcOp::kMin: return LaunchReduceAs<T, IpcOp::kMin, kKind>(p, stream);
-    case IpcOp::kMax: return LaunchReduceAs<T, IpcOp::kMax, kKind>(p, stream);
-    case IpcOp::kAvg: return LaunchReduceAs<T, IpcOp::kAvg, kKind>(p, stream);
+    case IpcOp::kSum: return LaunchReduceAs<T, IpcOp::kSum, kKind>(p, stream, via);
+    case IpcOp::kProd: return LaunchReduceAs<T, IpcOp::kProd, kKind>(p, stream, via);
+    case IpcOp::kMin: return LaunchReduceAs<T, IpcOp::kMin, kKind>(p, stream, via);
+    case IpcOp::kMax: return LaunchReduceAs<T, IpcOp::kMax, kKind>(p, stream, via);
+    case IpcOp::kAvg: return LaunchReduceAs<T, IpcOp::kAvg, kKind>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
 template <ExchangeKind kKind>
-int LaunchReduce(const IpcLaunch& p, cudaStream_t stream) {
+int LaunchReduce(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   switch (p.type) {
-    case IpcType::kInt8: return LaunchReduceOp<int8_t, kKind>(p, stream);
-    case IpcType::kUint8: return LaunchReduceOp<uint8_t, kKind>(p, stream);
-    case IpcType::kInt32: return LaunchReduceOp<int32_t, kKind>(p, stream);
-    case IpcType::kUint32: return LaunchReduceOp<uint32_t, kKind>(p, stream);
-    case IpcType::kInt64: return LaunchReduceOp<int64_t, kKind>(p, stream);
-    case IpcType::kUint64: return LaunchReduceOp<uint64_t, kKind>(p, stream);
-    case IpcType::kFloat16: return LaunchReduceOp<__half, kKind>(p, stream);
-    case IpcType::kBfloat16: return LaunchReduceOp<__nv_bfloat16, kKind>(p, stream);
-    case IpcType::kFloat32: return LaunchReduceOp<float, kKind>(p, stream);
-    case IpcType::kFloat64: return LaunchReduceOp<double, kKind>(p, stream);
+    case IpcType::kInt8: return LaunchReduceOp<int8_t, kKind>(p, stream, via);
+    case IpcType::kUint8: return LaunchReduceOp<uint8_t, kKind>(p, stream, via);
+    case IpcType::kInt32: return LaunchReduceOp<int32_t, kKind>(p, stream, via);
+    case IpcType::kUint32: return LaunchReduceOp<uint32_t, kKind>(p, stream, via);
+    case IpcType::kInt64: return LaunchReduceOp<int64_t, kKind>(p, stream, via);
+    case IpcType::kUint64: return LaunchReduceOp<uint64_t, kKind>(p, stream, via);
+    case IpcType::kFloat16: return LaunchReduceOp<__half, kKind>(p, stream, via);
+    case IpcType::kBfloat16: return LaunchReduceOp<__nv_bfloat16, kKind>(p, stream, via);
+    case IpcType::kFloat32: return LaunchReduceOp<float, kKind>(p, stream, via);
+    case IpcType::kFloat64: return LaunchReduceOp<double, kKind>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
 }  // namespace
 
-int LaunchExchange(const IpcLaunch& p, ExchangeKind kind, void* stream_ptr) {
+int LaunchExchange(const IpcLaunch& p, ExchangeKind kind, void* stream_ptr,
+                   KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   switch (kind) {
-    case ExchangeKind::kAllGather: return LaunchCopy<ExchangeKind::kAllGather>(p, stream);
-    case ExchangeKind::kBroadcast: return LaunchCopy<ExchangeKind::kBroadcast>(p, stream);
-    case ExchangeKind::kAllToAll: return LaunchCopy<ExchangeKind::kAllToAll>(p, stream);
-    case ExchangeKind::kGather: return LaunchCopy<ExchangeKind::kGather>(p, stream);
-    case ExchangeKind::kScatter: return LaunchCopy<ExchangeKind::kScatter>(p, stream);
+    case ExchangeKind::kAllGather: return LaunchCopy<ExchangeKind::kAllGather>(p, stream, via);
+    case ExchangeKind::kBroadcast: return LaunchCopy<ExchangeKind::kBroadcast>(p, stream, via);
+    case ExchangeKind::kAllToAll: return LaunchCopy<ExchangeKind::kAllToAll>(p, stream, via);
+    case ExchangeKind::kGather: return LaunchCopy<ExchangeKind::kGather>(p, stream, via);
+    case ExchangeKind::kScatter: return LaunchCopy<ExchangeKind::kScatter>(p, stream, via);
     case ExchangeKind::kReduceScatter:
-      return LaunchReduce<ExchangeKind::kReduceScatter>(p, stream);
-    case ExchangeKind::kReduce: return LaunchReduce<ExchangeKind::kReduce>(p, stream);
+      return LaunchReduce<ExchangeKind::kReduceScatter>(p, stream, via);
+    case ExchangeKind::kReduce: return LaunchReduce<ExchangeKind::kReduce>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
-int LaunchDirectAllGather(const IpcLaunch& p, void* stream_ptr) {
+int LaunchDirectAllGather(const IpcLaunch& p, void* stream_ptr, KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   uintptr_t bits = reinterpret_cast<uintptr_t>(p.input) | p.stride;
   for (int r = 0; r < p.size; ++r) bits |= reinterpret_cast<uintptr_t>(p.peer_outputs[r]);
   const int blocks = Blocks(p.count);
-  if (bits % 16 == 0) {
-    DirectAllGatherKernel<uint4><<<blocks, kThreads, 0, stream>>>(p);
-  } else if (bits % 8 == 0) {
-    DirectAllGatherKernel<unsigned long long><<<blocks, kThreads, 0, stream>>>(p);
-  } else if (bits % 4 == 0) {
-    DirectAllGatherKernel<unsigned int><<<blocks, kThreads, 0, stream>>>(p);
-  } else if (bits % 2 == 0) {
-    DirectAllGatherKernel<unsigned short><<<blocks, kThreads, 0, stream>>>(p);
-  } else {
-    DirectAllGatherKernel<unsigned char><<<blocks, kThreads, 0, stream>>>(p);
+  if (bits % 16 == 0) return Queue(DirectAllGatherKernel<uint4>, blocks, kThreads, p, stream, via);
+  if (bits % 8 == 0) {
+    return Queue(DirectAllGatherKernel<unsigned long long>, blocks, kThreads, p, stream, via);
   }
-  return static_cast<int>(cudaGetLastError());
+  if (bits % 4 == 0) {
+    return Queue(DirectAllGatherKernel<unsigned int>, blocks, kThreads, p, stream, via);
+  }
+  if (bits % 2 == 0) {
+    return Queue(DirectAllGatherKernel<unsigned short>, blocks, kThreads, p, stream, via);
+  }
+  return Queue(DirectAllGatherKernel<unsigned char>, blocks, kThreads, p, stream, via);
 }
 
 int LaunchTeardownBarrier(const IpcLaunch& p, void* stream) {

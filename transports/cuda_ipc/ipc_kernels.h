@@ -171,16 +171,28 @@ struct IpcLaunch {
   int* error = nullptr;             // Device view of host-mapped memory.
 };
 
-// Each queues the call on `stream` (a cudaStream_t) and returns a
-// cudaError_t value (0: queued).
-int LaunchAllReduce(const IpcLaunch& launch, void* stream);
-int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream);
+// How a kernel goes on a stream when not launched directly: `func` is the
+// kernel, `args` its parameters (cudaLaunchKernel's forms); returns a
+// cudaError_t value. The transport's GraphLauncher (graph_launcher.h).
+class KernelLauncher {
+ public:
+  virtual ~KernelLauncher() = default;
+  virtual int Launch(const void* func, int blocks, int threads, void** args,
+                     void* stream) = 0;
+};
+
+// Each queues the call on `stream` (a cudaStream_t), launched directly, or
+// through `via` where given, and returns a cudaError_t value (0: queued).
+int LaunchAllReduce(const IpcLaunch& launch, void* stream, KernelLauncher* via = nullptr);
+int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream,
+                   KernelLauncher* via = nullptr);
 // all_gather into outputs in symmetric windows (launch.peer_outputs): the
 // ranks meet once each block has started (so a peer's earlier work on its
 // output is done), every rank stores its input straight into every peer's
 // output, and they meet again. No staging copy, no pieces; count and
 // stride in bytes.
-int LaunchDirectAllGather(const IpcLaunch& launch, void* stream);
+int LaunchDirectAllGather(const IpcLaunch& launch, void* stream,
+                          KernelLauncher* via = nullptr);
 
 // A batch of sends and receives, every op's blocks running at once (a
 // batch cannot deadlock on itself). A pair's messages match in the order
@@ -196,7 +208,7 @@ struct P2PLaunch {
   int ops = 0;
   P2POpLaunch op[kMaxP2POps];
 };
-int LaunchP2P(const P2PLaunch& launch, void* stream);
+int LaunchP2P(const P2PLaunch& launch, void* stream, KernelLauncher* via = nullptr);
 
 // Every rank raises its teardown flag and waits for every peer's (or the
 // timeout, or the abort flag): after it, no peer's kernel touches this

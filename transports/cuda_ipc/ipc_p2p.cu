@@ -134,22 +134,21 @@ __global__ void __launch_bounds__(kThreads) P2PKernel(P2PLaunch l) {
 }
 
 template <typename R>
-int LaunchAs(const P2PLaunch& l, cudaStream_t stream) {
-  P2PKernel<R><<<l.ops * kP2PParts, kThreads, 0, stream>>>(l);
-  return static_cast<int>(cudaGetLastError());
+int LaunchAs(const P2PLaunch& l, cudaStream_t stream, KernelLauncher* via) {
+  return Queue(P2PKernel<R>, l.ops * kP2PParts, kThreads, l, stream, via);
 }
 
 }  // namespace
 
-int LaunchP2P(const P2PLaunch& l, void* stream_ptr) {
+int LaunchP2P(const P2PLaunch& l, void* stream_ptr, KernelLauncher* via) {
   if (l.ops <= 0 || l.ops > kMaxP2POps) return static_cast<int>(cudaErrorInvalidValue);
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   uintptr_t bits = 0;
   for (int j = 0; j < l.ops; ++j) bits |= reinterpret_cast<uintptr_t>(l.op[j].data);
-  if (bits % 16 == 0) return LaunchAs<uint4>(l, stream);
-  if (bits % 8 == 0) return LaunchAs<unsigned long long>(l, stream);
-  if (bits % 4 == 0) return LaunchAs<unsigned int>(l, stream);
-  return LaunchAs<unsigned char>(l, stream);
+  if (bits % 16 == 0) return LaunchAs<uint4>(l, stream, via);
+  if (bits % 8 == 0) return LaunchAs<unsigned long long>(l, stream, via);
+  if (bits % 4 == 0) return LaunchAs<unsigned int>(l, stream, via);
+  return LaunchAs<unsigned char>(l, stream, via);
 }
 
 }  // namespace cuda_ipc

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,7 +15,6 @@
 #include "absl/strings/str_format.h"
 #include "runtime/device_runtime.h"
 #include "runtime/status_macros.h"
-#include "runtime/thread_name.h"
 #include "transports/nccl/nccl_comms.h"
 #include "transports/nccl/nccl_core.h"
 #include "transports/nccl/nccl_status.h"
@@ -26,7 +24,6 @@ namespace {
 
 using nccl_internal::Core;
 using nccl_internal::MakeP2pComm;
-using nccl_internal::NcclRequest;
 using nccl_internal::PrepareCore;
 
 constexpr char kUniqueIdKey[] = "nccl/unique_id";
@@ -63,20 +60,12 @@ absl::StatusOr<ncclRedOp_t> NcclOp(ReduceOp op) {
 class NcclTransport final : public Transport {
  public:
   explicit NcclTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
-    watchdog_ = std::thread([core = core_.get()] {
-      NameThisThread("relay-watchdog");
-      core->WatchdogLoop();
-    });
+    core_->watch.Start("relay-watchdog");
   }
   ~NcclTransport() override {
-    {
-      std::lock_guard<std::mutex> lock(core_->watch_mu);
-      core_->stopping = true;
-    }
-    core_->watch_cv.notify_all();
-    watchdog_.join();
     // Requests still pending are failed by the owner's Abort; the core lives
     // on with them.
+    core_->watch.Stop();
   }
 
   absl::string_view name() const override { return "nccl"; }
@@ -134,7 +123,6 @@ class NcclTransport final : public Transport {
   absl::Status EnqueueBatch(absl::Span<const P2POp> ops, cudaStream_t stream);
 
   std::shared_ptr<Core> core_;
-  std::thread watchdog_;
 };
 
 absl::Status NcclTransport::CheckMemory(const ConstBuffer& b,
@@ -162,10 +150,10 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       // Transport::Abort's contract: a later post completes at once with
       // the abort's reason (a peer's loss stays a loss), not a misuse error.
       aborted = c.AbortReason();
-    } else if (absl::StatusOr<cudaEvent_t> event = c.events.Get(); !event.ok()) {
+    } else if (absl::StatusOr<void*> event = c.watch.GetEvent(); !event.ok()) {
       queued = event.status();
     } else {
-      done = *event;
+      done = static_cast<cudaEvent_t>(*event);
       // Ordered after the caller's stream by an event, the legacy default
       // stream included: the transport's stream is non-blocking, so work
       // queued later on the caller's stream does not wait for this
@@ -208,12 +196,12 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   }
   if (!aborted.ok()) return Request::Completed(std::move(aborted));
   if (!queued.ok()) {
-    if (done != nullptr) c.events.Put(done);
+    if (done != nullptr) c.watch.PutEvent(done);
     return queued;
   }
-  auto request =
-      std::make_shared<NcclRequest>(core_, done, deadline, what, sequence);
-  c.Watch(request);
+  auto request = std::make_shared<DeviceRequest>(
+      std::shared_ptr<DeviceWatch>(core_, &c.watch), done, deadline, what, sequence);
+  c.watch.Watch(request);
   return Request(std::move(request));
 }
 
@@ -232,7 +220,7 @@ absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const P2POp> ops,
                          ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
                          : "batched send/recv";
   return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
-                NcclRequest::kNoSequence,
+                DeviceRequest::kNoSequence,
                 [&](cudaStream_t stream) { return EnqueueBatch(ops, stream); });
 }
 
