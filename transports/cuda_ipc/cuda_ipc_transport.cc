@@ -321,8 +321,12 @@ IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
   l.abort_flag = c.device_flags;
   l.error = c.device_flags + 1;
   if (deadline != absl::InfiniteFuture()) {
+    // Rounded up to the millisecond, so that calls a loop repeats carry the
+    // same bytes (the graph launcher then skips re-setting them); the
+    // watchdog still aborts at the deadline itself, which stops the kernel.
+    constexpr int64_t kGrain = 1'000'000;
     const int64_t left = absl::ToInt64Nanoseconds(deadline - absl::Now());
-    l.timeout_ns = static_cast<uint64_t>(std::max<int64_t>(left, 1));
+    l.timeout_ns = static_cast<uint64_t>((std::max<int64_t>(left, 1) + kGrain - 1) / kGrain * kGrain);
   }
   return l;
 }

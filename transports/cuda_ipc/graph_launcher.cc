@@ -1,5 +1,7 @@
 #include "transports/cuda_ipc/graph_launcher.h"
 
+#include <cstring>
+
 namespace relay {
 namespace cuda_ipc {
 
@@ -31,7 +33,7 @@ GraphLauncher::Graph* GraphLauncher::For(const cudaKernelNodeParams& params) {
 }
 
 int GraphLauncher::Launch(const void* func, int blocks, int threads, void** args,
-                          void* stream) {
+                          size_t param_bytes, void* stream) {
   cudaKernelNodeParams params{};
   params.func = const_cast<void*>(func);
   params.gridDim = dim3(static_cast<unsigned>(blocks));
@@ -39,8 +41,19 @@ int GraphLauncher::Launch(const void* func, int blocks, int threads, void** args
   params.kernelParams = args;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   Graph* g = For(params);
-  if (g != nullptr && cudaGraphExecKernelNodeSetParams(g->exec, g->node, &params) == cudaSuccess) {
-    return static_cast<int>(cudaGraphLaunch(g->exec, s));
+  if (g != nullptr) {
+    const char* bytes = static_cast<const char*>(args[0]);
+    const bool same = g->blocks == blocks && g->threads == threads &&
+                      g->params.size() == param_bytes &&
+                      std::memcmp(g->params.data(), bytes, param_bytes) == 0;
+    if (same) return static_cast<int>(cudaGraphLaunch(g->exec, s));
+    if (cudaGraphExecKernelNodeSetParams(g->exec, g->node, &params) == cudaSuccess) {
+      g->blocks = blocks;
+      g->threads = threads;
+      g->params.assign(bytes, bytes + param_bytes);
+      return static_cast<int>(cudaGraphLaunch(g->exec, s));
+    }
+    g->params.clear();  // Unknown now.
   }
   // No graph for it: launched as any kernel is.
   cudaGetLastError();

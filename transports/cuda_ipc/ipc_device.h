@@ -216,7 +216,8 @@ inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
                  cudaStream_t stream, KernelLauncher* via) {
   if (via != nullptr) {
     void* args[] = {const_cast<P*>(&param)};
-    return via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args, stream);
+    return via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args, sizeof(P),
+                       stream);
   }
   kernel<<<blocks, threads, 0, stream>>>(param);
   return static_cast<int>(cudaGetLastError());

@@ -33,6 +33,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace relay {
 namespace cuda_ipc {
@@ -132,6 +133,8 @@ inline constexpr int kErrorSizeMismatch = 3;
 inline int ErrorCode(int word) { return word & 0xff; }
 inline int ErrorPeer(int word) { return (word >> 8) & 0xff; }
 
+// No padding (checked below): the graph launcher compares a call's bytes
+// with the last call's to skip re-setting identical parameters.
 struct IpcLaunch {
   const void* input = nullptr;
   void* output = nullptr;
@@ -139,28 +142,11 @@ struct IpcLaunch {
   size_t count = 0;
   // Elements between consecutive chunks of a buffer holding one per rank.
   size_t stride = 0;
-  IpcType type = IpcType::kFloat32;
-  IpcOp op = IpcOp::kSum;
-  int root = 0;
-  int rank = 0;
-  int size = 1;
   void* arenas[kMaxRanks] = {};  // Every rank's arena, as this process sees it.
   size_t half_bytes = 0;
   // ArenaLayout::SlotBytes for all_reduce, ExchangeSlotBytes otherwise; a
   // chunk's bytes fit one.
   size_t slot_bytes = 0;
-  // all_reduce. One-shot: count's bytes <= slot_bytes - kTailBytes.
-  // Two-shot: each rank's slice (count / size, rounded up to whole 16-byte
-  // units) too. Low latency (one-shot only): count's bytes <=
-  // kLowLatencyBytes.
-  bool two_shot = false;
-  bool low_latency = false;
-  // Exchanges: each chunk moves in this many steps (1 or 4), the stores of
-  // step s + 1 draining into the peers while this rank copies or reduces
-  // what step s brought. Set by LaunchExchange from the call's bytes;
-  // callers leave it. (all_reduce's two-shot runs in one step: in steps it
-  // lost 5-11% busbw at 16 MB - 1 GB on 2 H200s, docs/design.)
-  int steps = 1;
   // LaunchDirectAllGather: every rank's output, as this process sees it
   // (symmetric windows: the same offset in each rank's registered region).
   void* peer_outputs[kMaxRanks] = {};
@@ -169,7 +155,26 @@ struct IpcLaunch {
   uint64_t timeout_ns = ~uint64_t{0};
   const int* abort_flag = nullptr;  // Device view of host-mapped memory.
   int* error = nullptr;             // Device view of host-mapped memory.
+  IpcType type = IpcType::kFloat32;
+  IpcOp op = IpcOp::kSum;
+  int root = 0;
+  int rank = 0;
+  int size = 1;
+  // Exchanges: each chunk moves in this many steps (1 or 4), the stores of
+  // step s + 1 draining into the peers while this rank copies or reduces
+  // what step s brought. Set by LaunchExchange from the call's bytes;
+  // callers leave it. (all_reduce's two-shot runs in one step: in steps it
+  // lost 5-11% busbw at 16 MB - 1 GB on 2 H200s, docs/design.)
+  int steps = 1;
+  // all_reduce (0 or 1). One-shot: count's bytes <= slot_bytes -
+  // kTailBytes. Two-shot: each rank's slice (count / size, rounded up to
+  // whole 16-byte units) too. Low latency (one-shot only): count's bytes
+  // <= kLowLatencyBytes.
+  int two_shot = 0;
+  int low_latency = 0;
 };
+static_assert(std::has_unique_object_representations_v<IpcLaunch>,
+              "IpcLaunch has padding");
 
 // How a kernel goes on a stream when not launched directly: `func` is the
 // kernel, `args` its parameters (cudaLaunchKernel's forms); returns a
@@ -177,8 +182,9 @@ struct IpcLaunch {
 class KernelLauncher {
  public:
   virtual ~KernelLauncher() = default;
+  // `param_bytes`: the size of the kernel's one parameter, *args[0].
   virtual int Launch(const void* func, int blocks, int threads, void** args,
-                     void* stream) = 0;
+                     size_t param_bytes, void* stream) = 0;
 };
 
 // Each queues the call on `stream` (a cudaStream_t), launched directly, or
