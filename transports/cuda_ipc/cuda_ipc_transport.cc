@@ -467,14 +467,14 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   device_runtime::ScopedDevice on_device(c.device);
   cudaStream_t caller = user_stream == nullptr ? cudaStreamLegacy
                                                : static_cast<cudaStream_t>(user_stream);
-  const bool on_caller = order == StreamOrder::kOnStream;
-  cudaStream_t stream = on_caller ? caller : c.stream;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (on_caller) {
-    RELAY_RETURN_IF_ERROR(Cuda(cudaStreamIsCapturing(stream, &capture),
-                               "cudaStreamIsCapturing"));
-  }
+  RELAY_RETURN_IF_ERROR(Cuda(cudaStreamIsCapturing(caller, &capture), "cudaStreamIsCapturing"));
   const bool capturing = capture != cudaStreamCaptureStatusNone;
+  // A call captured into a graph goes on the caller's stream whatever the
+  // order: after the stream, it would fork this transport's stream into the
+  // capture, which cudaStreamEndCapture refuses as unjoined.
+  const bool on_caller = order == StreamOrder::kOnStream || capturing;
+  cudaStream_t stream = on_caller ? caller : c.stream;
   cudaEvent_t done = nullptr;
   absl::Status queued;
   {
