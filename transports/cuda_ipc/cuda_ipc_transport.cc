@@ -324,9 +324,10 @@ IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
     // Rounded up to the millisecond, so that calls a loop repeats carry the
     // same bytes (the graph launcher then skips re-setting them); the
     // watchdog still aborts at the deadline itself, which stops the kernel.
-    constexpr int64_t kGrain = 1'000'000;
-    const int64_t left = absl::ToInt64Nanoseconds(deadline - absl::Now());
-    l.timeout_ns = static_cast<uint64_t>((std::max<int64_t>(left, 1) + kGrain - 1) / kGrain * kGrain);
+    constexpr uint64_t kGrain = 1'000'000;
+    const uint64_t left = static_cast<uint64_t>(
+        std::max<int64_t>(absl::ToInt64Nanoseconds(deadline - absl::Now()), 1));
+    l.timeout_ns = (left + kGrain - 1) / kGrain * kGrain;  // No overflow: left < 2^63.
   }
   return l;
 }
