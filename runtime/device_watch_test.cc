@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +37,10 @@ class Owner final : public DeviceWatchOwner {
     return absl::OkStatus();
   }
   absl::Status Health() override {
+    if (hold_health.exchange(false)) {
+      health_entered.Notify();
+      health_release.WaitForNotificationWithTimeout(absl::Seconds(30));
+    }
     if (sick.load()) return absl::UnavailableError("the peer went away");
     return absl::OkStatus();
   }
@@ -58,6 +63,9 @@ class Owner final : public DeviceWatchOwner {
   }
 
   std::atomic<bool> sick{false};
+  // Health blocks once, when asked, until health_release.
+  std::atomic<bool> hold_health{false};
+  absl::Notification health_entered, health_release;
   std::atomic<bool> aborted{false};
   mutable std::mutex mu;
   absl::Status reason;
@@ -77,6 +85,9 @@ class DeviceWatchTest : public ::testing::Test {
   }
   void TearDown() override {
     if (!release_.HasBeenNotified()) release_.Notify();
+    if (owner_ != nullptr && !owner_->health_release.HasBeenNotified()) {
+      owner_->health_release.Notify();
+    }
     if (owner_ != nullptr) owner_->watch.Stop();
     if (stream_ != nullptr) {
       cudaStreamSynchronize(stream_);
@@ -190,13 +201,23 @@ TEST_F(DeviceWatchTest, AFailedHealthCheckAborts) {
   release_.Notify();
 }
 
+// The watchdog is held inside Health (it asks after every look) while 20
+// requests finish, and Stop is asked meanwhile: released, the watchdog
+// sees the stop before it looks again, so only Stop's last look can
+// complete them.
 TEST_F(DeviceWatchTest, StopCompletesWhatHasFinished) {
-  Hold();  // Nothing finishes before Stop's last look but the sync.
+  auto first = Post("copy", absl::Seconds(30));
+  ASSERT_TRUE(DoneWithin(*first, absl::Seconds(5)));
+  owner_->hold_health.store(true);
+  ASSERT_TRUE(owner_->health_entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
   std::vector<std::shared_ptr<DeviceRequest>> requests;
   for (int i = 0; i < 20; ++i) requests.push_back(Post("copy", absl::Seconds(30)));
-  release_.Notify();
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-  owner_->watch.Stop();
+  std::thread stopper([&] { owner_->watch.Stop(); });
+  absl::SleepFor(absl::Milliseconds(100));  // Stop has asked by now.
+  for (const auto& r : requests) EXPECT_FALSE(r->done());  // Nobody looked.
+  owner_->health_release.Notify();
+  stopper.join();
   for (const auto& r : requests) {
     EXPECT_TRUE(r->done());
     EXPECT_TRUE(r->status().ok()) << r->status();

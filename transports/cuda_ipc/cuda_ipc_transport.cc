@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -144,10 +145,9 @@ struct Core final : DeviceWatchOwner {
 
   // The requests' completion events and the watchdog.
   DeviceWatch watch{this};
-  // Kernels go through one-node graphs (graph_launcher.h) unless
-  // RELAY_CUDA_IPC_LAUNCH is kernel; guarded by enqueue_mu.
-  bool graph_launch = true;
-  cuda_ipc::GraphLauncher launcher;
+  // Kernels go through one-node graphs (graph_launcher.h); null where
+  // RELAY_CUDA_IPC_LAUNCH is kernel. Used under enqueue_mu.
+  std::unique_ptr<cuda_ipc::GraphLauncher> launcher;
 
   ~Core();
   // DeviceWatchOwner. Abort raises the flag the kernels poll (they give
@@ -500,7 +500,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
       }
     }
     if (queued.ok()) {
-      queued = enqueue(stream, capturing || !c.graph_launch ? nullptr : &c.launcher);
+      queued = enqueue(stream, capturing ? nullptr : c.launcher.get());
     }
     if (queued.ok() && !capturing) {
       queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
@@ -705,14 +705,15 @@ absl::Status CudaIpcTransport::RegisterWindow(const Buffer& region, absl::Time d
 
 absl::Status CudaIpcTransport::DeregisterWindow(void* data, absl::Time deadline) {
   Core& c = *core_;
+  auto no_window = [data] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cuda_ipc: DeregisterWindow: no window starts at ", absl::StrFormat("%p", data)));
+  };
   {
     std::lock_guard<std::mutex> lock(c.windows_mu);
     const bool known = std::any_of(c.windows.begin(), c.windows.end(),
                                    [&](const Window& w) { return w.base == data; });
-    if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cuda_ipc: DeregisterWindow: no window starts at ", absl::StrFormat("%p", data)));
-    }
+    if (!known) return no_window();
   }
   // Every rank's earlier kernels, the only ones that store into this
   // rank's region, are done once every rank has passed a barrier queued
@@ -726,10 +727,7 @@ absl::Status CudaIpcTransport::DeregisterWindow(void* data, absl::Time deadline)
   std::lock_guard<std::mutex> lock(c.windows_mu);
   auto w = std::find_if(c.windows.begin(), c.windows.end(),
                         [&](const Window& x) { return x.base == data; });
-  if (w == c.windows.end()) {  // Another thread deregistered it meanwhile.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: DeregisterWindow: no window starts at ", absl::StrFormat("%p", data)));
-  }
+  if (w == c.windows.end()) return no_window();  // Another thread deregistered it meanwhile.
   for (const std::string& key : w->mappings) {
     auto it = c.mappings.find(key);
     if (key.empty() || it == c.mappings.end()) continue;
@@ -781,7 +779,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;
-  c.graph_launch = launch == "graph";
+  if (launch == "graph") c.launcher = std::make_unique<cuda_ipc::GraphLauncher>();
   c.rank = config.rank;
   c.size = config.size;
   c.half_bytes = (arena_bytes / 2) / 256 * 256;
