@@ -100,6 +100,13 @@ const Setting kSettings[] = {
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "
      "(one-shot) while (ranks - 1) x its bytes stay within this, and "
      "reduce-scatters then all-gathers (two-shot) above."},
+    {"RELAY_CUDA_IPC_LOW_LATENCY_BYTES", K::kCount, "65536", 0, 65536, "",
+     "Transports",
+     "cuda_ipc all_reduces of up to this many bytes (one-shot), and "
+     "all_gathers, all_to_alls and reduce_scatters whose chunk per rank is "
+     "up to this, send their data as words that carry the call's epoch, "
+     "which the receiver polls: twice the bytes, no flag barrier. 0 turns "
+     "it off; the low-latency region holds 65536 (64 KiB) per peer."},
     {"RELAY_CUDA_IPC_LAUNCH", K::kChoice, "graph", 0, 0, "graph|kernel", "Transports",
      "How cuda_ipc queues its kernels outside a stream being captured: "
      "graph relaunches a one-node CUDA graph per kernel with the call's "

@@ -28,10 +28,12 @@
 # symmetric-memory all_reduce for all_reduce (variant torch-symm,
 # torch_symm_mem.py: one-shot out of place, two-shot in place, the input
 # already in a symmetric buffer), where python3 imports torch; off by
-# default. `relaybench table OUT/C --side S`
-# sets one side against every other. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds graph
-# sides under other settings (variant cuda_ipc-graph-NAME), e.g.
-# "oneshot8m:RELAY_CUDA_IPC_ONE_SHOT_BYTES=8388608". MIN_SIZE (default 8) is the sweep's first size.
+# default. `relaybench table OUT/C --side S` sets one side against every
+# other. CUDA_IPC_VARIANTS="NAME:VAR=VALUE[,VAR=VALUE...] ..." adds cuda_ipc
+# under other settings, eager and replayed from a graph (variants
+# cuda_ipc-NAME and cuda_ipc-graph-NAME), e.g.
+# "flags:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=0". MIN_SIZE (default 8) is the
+# sweep's first size.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -79,7 +81,8 @@ ${sweep[*]} --transport cuda_ipc --collective $c --json {out}.json"
     fi
     for spec in ${CUDA_IPC_VARIANTS:-}; do
       name="${spec%%:*}" vars="${spec#*:}"
-      sides+=("cuda_ipc-graph-$name=env ${vars//,/ } $ipc -c 0 --api graph")
+      sides+=("cuda_ipc-$name=env ${vars//,/ } $ipc -c $check"
+              "cuda_ipc-graph-$name=env ${vars//,/ } $ipc -c 0 --api graph")
     done
   fi
   if [ "$c" = all_reduce ] && [ "${TORCH_SYMM:-0}" = 1 ]; then

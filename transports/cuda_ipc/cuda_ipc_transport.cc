@@ -113,6 +113,7 @@ struct Core final : DeviceWatchOwner {
   uint64_t slot_bytes = 0;  // ArenaLayout::SlotBytes(half_bytes, size).
   uint64_t exchange_slot_bytes = 0;  // ArenaLayout::ExchangeSlotBytes.
   uint64_t one_shot_bytes = 0;
+  uint64_t low_latency_bytes = 0;  // RELAY_CUDA_IPC_LOW_LATENCY_BYTES.
   void* arena = nullptr;
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
   std::vector<void*> opened;     // cudaIpcOpenMemHandle's.
@@ -354,8 +355,7 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
   l.two_shot = !one_shot;
-  l.low_latency = one_shot && c.size > 1 &&
-                  count * esize <= cuda_ipc::ArenaLayout::kLowLatencyBytes;
+  l.low_latency = one_shot && c.size > 1 && count * esize <= c.low_latency_bytes;
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
@@ -443,7 +443,14 @@ absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
   // that fit a slot, so every piece of an aligned buffer stays aligned.
   const size_t unit = reduces ? esize : 1;
   const size_t total = count * esize / unit;
-  const size_t piece = (c.exchange_slot_bytes / 16 * 16) / unit;
+  // Where every rank takes from every peer, small chunks go as low-latency
+  // words, whole (ipc_low_latency.cu).
+  l.low_latency = c.size > 1 && count * esize <= c.low_latency_bytes &&
+                  (kind == cuda_ipc::ExchangeKind::kAllGather ||
+                   kind == cuda_ipc::ExchangeKind::kAllToAll ||
+                   kind == cuda_ipc::ExchangeKind::kReduceScatter);
+  const size_t piece =
+      l.low_latency ? total : (c.exchange_slot_bytes / 16 * 16) / unit;
   if (reduces) {
     RELAY_ASSIGN_OR_RETURN(l.type, TypeOf(dtype));
     l.op = static_cast<IpcOp>(static_cast<int>(args.op));
@@ -776,6 +783,9 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_ASSIGN_OR_RETURN(
       const uint64_t one_shot_bytes,
       ReadCount("RELAY_CUDA_IPC_ONE_SHOT_BYTES", kDefaultOneShotBytes));
+  RELAY_ASSIGN_OR_RETURN(const uint64_t low_latency_bytes,
+                         ReadCount("RELAY_CUDA_IPC_LOW_LATENCY_BYTES",
+                                   cuda_ipc::ArenaLayout::kLowLatencyBytes));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;
@@ -788,6 +798,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   // the all_reduce tail and whole 16-byte pieces.
   c.exchange_slot_bytes = cuda_ipc::ArenaLayout::ExchangeSlotBytes(c.half_bytes, c.size);
   c.one_shot_bytes = one_shot_bytes;
+  c.low_latency_bytes = low_latency_bytes;
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),

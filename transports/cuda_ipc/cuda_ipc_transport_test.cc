@@ -21,6 +21,7 @@
 #include "runtime/status_macros.h"
 #include "testing/conformance.h"
 #include "testing/device_memory.h"
+#include "testing/device_transport_checks.h"
 #include "testing/rank_harness.h"
 #include "testing/reference.h"
 
@@ -32,11 +33,7 @@ CudaIpcTransportFactory& Factory() {
   return *f;
 }
 
-int Gpus() { return Factory().IsViable() ? VisibleDeviceCount() : 0; }
-
-RankSetup OneGpuPerRank() {
-  return [](int rank) { return SetCurrentDevice(rank); };
-}
+int Gpus() { return ViableGpus(Factory()); }
 
 absl::Status CudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return absl::OkStatus();
@@ -223,6 +220,66 @@ TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Small all_gathers, all_to_alls and reduce_scatters (low-latency words
+// where the setting allows, ipc_low_latency.cu): every dtype, and every op
+// for reduce_scatter, with chunks of 1 element, a tail after the last
+// whole 8-byte unit, and the largest chunk the low-latency region takes
+// (64 KiB) and one element more; buffers aligned on one rank and not on
+// the other. Then 300 calls in a row that mix them with all_reduces on
+// both paths and flag-barrier broadcasts and reduces, so every kind of call
+// follows every other in both arena halves.
+absl::Status SmallExchanges() {
+  return RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const size_t offset = comm.rank();
+        for (DataType dtype : AllDataTypes()) {
+          const size_t esize = DataTypeSize(dtype);
+          const size_t largest = (64 << 10) / esize;
+          for (size_t count : {size_t{1}, size_t{13}, largest, largest + 1}) {
+            for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kAllToAll}) {
+              RELAY_RETURN_IF_ERROR(
+                  CheckCollective(comm, kind, dtype, ReduceOp::kSum, count, offset, 0));
+            }
+            for (ReduceOp op : AllReduceOps()) {
+              RELAY_RETURN_IF_ERROR(CheckCollective(comm, CollectiveKind::kReduceScatter, dtype,
+                                                    op, count, offset, 0));
+            }
+          }
+        }
+        const CollectiveKind kinds[] = {CollectiveKind::kAllGather, CollectiveKind::kBroadcast,
+                                        CollectiveKind::kReduceScatter,
+                                        CollectiveKind::kAllToAll, CollectiveKind::kReduce};
+        for (int i = 0; i < 300; ++i) {
+          const size_t count = i % 7 == 0 ? 40000 : 1 + (i * 37) % 5000;
+          if (i % 3 == 0) {
+            RELAY_RETURN_IF_ERROR(CheckAllReduce(comm, DataType::kFloat32, ReduceOp::kSum,
+                                                 count, 0, i % 2 == 0, i));
+          } else {
+            RELAY_RETURN_IF_ERROR(CheckCollective(comm, kinds[i % 5], DataType::kFloat32,
+                                                  ReduceOp::kSum, count, 0, i % 2));
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+}
+
+TEST(CudaIpcTransportTest, SmallExchangesOnLowLatencyWords) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  absl::Status s = SmallExchanges();
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// The same with the low-latency path off: small calls take the flag path.
+TEST(CudaIpcTransportTest, SmallExchangesWithFlagBarriers) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  setenv("RELAY_CUDA_IPC_LOW_LATENCY_BYTES", "0", 1);
+  absl::Status s = SmallExchanges();
+  unsetenv("RELAY_CUDA_IPC_LOW_LATENCY_BYTES");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // Calls of 64 MiB and more move in steps (ipc_exchange.cu): every kind,
 // with data that 4 steps do not divide evenly and a tail after the last
 // whole 16-byte unit, aligned and misaligned differently per rank; and
@@ -357,15 +414,10 @@ TEST(CudaIpcTransportTest, AllGatherIntoAWindow) {
 // op for the reductions), and relay's own algorithms over cuda_ipc's
 // point-to-point (collectives/stream_executor.h).
 void RunConformance(int n) {
-  const std::vector<ConformanceCase> cases = DeviceConformanceCases(n);
-  CommunicatorOptions options;
-  options.default_timeout = absl::Seconds(60);
   std::vector<std::string> failures;
-  absl::Status s = RunConformanceCasesOnOneGroup(cases, n, Factory(), DefaultEngine(),
-                                                 options, OneGpuPerRank(), &failures);
+  absl::Status s = RunDeviceConformance(Factory(), n, &failures);
   for (const std::string& f : failures) ADD_FAILURE() << f;
   EXPECT_TRUE(s.ok()) << s;
-  std::printf("%zu cases on %d GPUs\n", cases.size(), n);
 }
 
 TEST(CudaIpcConformanceTest, TwoGpus) {
@@ -532,74 +584,38 @@ TEST(CudaIpcTransportTest, ArenaBytesInTheMetrics) {
 
 TEST(CudaIpcTransportTest, RejectsMemoryItCannotMove) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  absl::Status s = RunRanks(
-      2, Factory(), DefaultEngine(),
-      [](Communicator& comm) -> absl::Status {
-        std::vector<float> host(64, 1.0f);
-        absl::StatusOr<Request> r = comm.AllReduce(
-            ConstBuffer::Of(host.data(), 64, Device::Cuda(comm.rank())),
-            Buffer::Of(host.data(), 64, Device::Cuda(comm.rank())), ReduceOp::kSum);
-        if (r.status().code() != absl::StatusCode::kInvalidArgument) {
-          return absl::InternalError(absl::StrCat("host memory: ", r.status().ToString()));
-        }
-        // Memory of the other rank's GPU, declared as this rank's.
-        const int other = 1 - comm.rank();
-        RELAY_RETURN_IF_ERROR(SetCurrentDevice(other));
-        absl::StatusOr<DeviceBytes> theirs = DeviceBytes::Allocate(256);
-        RELAY_RETURN_IF_ERROR(SetCurrentDevice(comm.rank()));
-        RELAY_RETURN_IF_ERROR(theirs.status());
-        float* p = reinterpret_cast<float*>(theirs->data());
-        r = comm.AllReduce(ConstBuffer::Of(p, 64, Device::Cuda(comm.rank())),
-                           Buffer::Of(p, 64, Device::Cuda(comm.rank())), ReduceOp::kSum);
-        if (r.status().code() != absl::StatusCode::kInvalidArgument ||
-            std::string(r.status().message()).find("lives on cuda:") == std::string::npos) {
-          return absl::InternalError(absl::StrCat("another GPU's memory: ",
-                                                  r.status().ToString()));
-        }
-        return absl::OkStatus();
-      },
-      {}, OneGpuPerRank());
+  absl::Status s = RunRanks(2, Factory(), DefaultEngine(), CheckRejectsMemoryItCannotMove, {},
+                            OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(CudaIpcTransportTest, OnDoneRunsWithoutAWaiter) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  absl::Status s = RunRanks(
-      2, Factory(), DefaultEngine(),
-      [](Communicator& comm) -> absl::Status {
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
-        float* p = reinterpret_cast<float*>(d.data());
-        const Device dev = Device::Cuda(comm.rank());
-        RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(p, 1024, dev),
-                                                         Buffer::Of(p, 1024, dev),
-                                                         ReduceOp::kMax));
-        std::atomic<bool> called{false};
-        r.OnDone([&](absl::Status) { called = true; });
-        for (int i = 0; i < 10000 && !called; ++i) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        return called ? absl::OkStatus()
-                      : absl::InternalError("OnDone did not run within 10 s");
-      },
-      {}, OneGpuPerRank());
+  absl::Status s = RunRanks(2, Factory(), DefaultEngine(), CheckOnDoneRunsWithoutAWaiter, {},
+                            OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// Rank 1 never enters the all_reduce: rank 0's wait ends at the deadline
-// with DeadlineExceeded, its kernel gives up on rank 1 then too (so the
-// GPU is free again), and Abort returns promptly.
-TEST(CudaIpcTransportTest, PeerThatStopsParticipatingIsADeadline) {
-  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+// Rank 1 stops after a first call: rank 0's next call of `count` floats
+// ends at its deadline with DeadlineExceeded, its kernel gives up on rank 1
+// then too (so the GPU is free again), and Abort returns promptly.
+// all_reduce of 1 MiB waits at a flag barrier, of 256 bytes and all_gather
+// on low-latency words.
+void PeerStopsParticipating(CollectiveKind kind, size_t count) {
   std::atomic<bool> rank0_done{false};
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [&](Communicator& comm) -> absl::Status {
         const int rank = comm.rank();
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(1 << 20));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4 << 20));
         float* p = reinterpret_cast<float*>(d.data());
-        const ConstBuffer in = ConstBuffer::Of(p, 1 << 18, Device::Cuda(rank));
-        const Buffer out = Buffer::Of(p, 1 << 18, Device::Cuda(rank));
-        RELAY_ASSIGN_OR_RETURN(Request warm, comm.AllReduce(in, out, ReduceOp::kSum));
+        const size_t out_count = kind == CollectiveKind::kAllGather ? 2 * count : count;
+        const ConstBuffer in = ConstBuffer::Of(p, count, Device::Cuda(rank));
+        const Buffer out = Buffer::Of(p + (1 << 20) / 4, out_count, Device::Cuda(rank));
+        auto call = [&](CollectiveOptions opts) {
+          return comm.Collective(kind, in, out, ReduceOp::kSum, 0, opts);
+        };
+        RELAY_ASSIGN_OR_RETURN(Request warm, call({}));
         RELAY_RETURN_IF_ERROR(warm.Wait(absl::Seconds(60)));
         if (rank == 1) {
           while (!rank0_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -608,7 +624,7 @@ TEST(CudaIpcTransportTest, PeerThatStopsParticipatingIsADeadline) {
         CollectiveOptions opts;
         opts.timeout = absl::Seconds(2);
         const absl::Time start = absl::Now();
-        RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(in, out, ReduceOp::kSum, opts));
+        RELAY_ASSIGN_OR_RETURN(Request r, call(opts));
         absl::Status w = r.Wait();
         const absl::Duration took = absl::Now() - start;
         EXPECT_EQ(w.code(), absl::StatusCode::kDeadlineExceeded) << w;
@@ -629,6 +645,13 @@ TEST(CudaIpcTransportTest, PeerThatStopsParticipatingIsADeadline) {
       {}, OneGpuPerRank());
   rank0_done = true;
   EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaIpcTransportTest, PeerThatStopsParticipatingIsADeadline) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  PeerStopsParticipating(CollectiveKind::kAllReduce, 1 << 18);
+  PeerStopsParticipating(CollectiveKind::kAllReduce, 64);
+  PeerStopsParticipating(CollectiveKind::kAllGather, 64);
 }
 
 // Calls alternate between the transport's stream after the caller's

@@ -1,5 +1,6 @@
-// The cuda_ipc all_reduce (ipc_kernels.h): low-latency, one-shot and
-// two-shot, over arenas that every rank maps.
+// The cuda_ipc all_reduce (ipc_kernels.h): one-shot and two-shot, over
+// arenas that every rank maps (the low-latency path is in
+// ipc_low_latency.cu).
 //
 // Each block owns the same share of the data on every rank, so ranks
 // synchronise block by block through per-block flags and no grid-wide
@@ -10,43 +11,6 @@
 namespace relay {
 namespace cuda_ipc {
 namespace {
-
-__device__ __forceinline__ void StoreLowLatency(uint2* p, uint32_t data, uint32_t epoch) {
-  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(data), "r"(epoch)
-               : "memory");
-}
-
-// The 4 data bytes of a low-latency word once its epoch is `epoch`; false
-// if it gave up (the deadline or an abort; `*failed` tells the block's
-// other threads to stop waiting too).
-__device__ bool WaitLowLatency(const IpcLaunch& p, const uint2* word, uint32_t epoch,
-                               int peer, volatile int* failed, uint32_t* data) {
-  uint64_t start = 0;
-  uint32_t spins = 0;
-  while (true) {
-    uint32_t d, e;
-    asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(d), "=r"(e) : "l"(word)
-                 : "memory");
-    if (e == epoch) {
-      *data = d;
-      return true;
-    }
-    if ((++spins & 255) != 0) continue;
-    if (*failed) return false;
-    if (start == 0) start = GlobalTimer();
-    int code = 0;
-    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
-      code = kErrorAborted;
-    } else if (GlobalTimer() - start > p.timeout_ns) {
-      code = kErrorTimeout;
-    }
-    if (code != 0) {
-      Report(p, code, peer);
-      *failed = 1;
-      return false;
-    }
-  }
-}
 
 // R: the unit a thread moves (16 bytes where this rank's buffers allow,
 // else one element). Blocks split the data in 16-byte units on every rank
@@ -153,55 +117,7 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
   };
 
   bool ok = true;
-  if (p.low_latency) {
-    // Units of 8 data bytes (whole elements), each sent as two 8-byte
-    // stores of 4 data bytes and the epoch.
-    constexpr int kPer = 8 / sizeof(T);
-    union Word {
-      unsigned long long raw;
-      uint32_t w[2];
-      T e[kPer];
-    };
-    __shared__ int s_failed;
-    if (threadIdx.x == 0) s_failed = 0;
-    __syncthreads();
-    const T* in_t = static_cast<const T*>(p.input);
-    T* out_t = static_cast<T*>(p.output);
-    const Range r = Split(0, (p.count + kPer - 1) / kPer, b, blocks);
-    for (size_t i = r.begin + threadIdx.x; i < r.end && ok; i += blockDim.x) {
-      Word mine;
-      mine.raw = 0;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        if (i * kPer + k < p.count) mine.e[k] = in_t[i * kPer + k];
-      }
-      for (int s = 0; s < n; ++s) {
-        if (s == p.rank) continue;
-        uint2* dst = reinterpret_cast<uint2*>(LowLatencySlot(p.arenas[s], half, p.rank)) + 2 * i;
-        StoreLowLatency(dst, mine.w[0], epoch);
-        StoreLowLatency(dst + 1, mine.w[1], epoch);
-      }
-      A acc[kPer];
-      for (int q = 0; q < n && ok; ++q) {
-        Word got = mine;
-        if (q != p.rank) {
-          const uint2* src =
-              reinterpret_cast<const uint2*>(LowLatencySlot(own_arena, half, q)) + 2 * i;
-          ok = WaitLowLatency(p, src, epoch, q, &s_failed, &got.w[0]) &&
-               WaitLowLatency(p, src + 1, epoch, q, &s_failed, &got.w[1]);
-        }
-#pragma unroll
-        for (int k = 0; k < kPer; ++k) {
-          acc[k] = q == 0 ? Widen(got.e[k]) : Apply<kOp>(acc[k], Widen(got.e[k]));
-        }
-      }
-      if (!ok) break;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        if (i * kPer + k < p.count) out_t[i * kPer + k] = Narrow<T>(Finish<kOp>(acc[k], n));
-      }
-    }
-  } else if (!p.two_shot) {
+  if (!p.two_shot) {
     // Every rank pushes its whole contribution to every peer and reduces
     // locally.
     const Range r = Split(0, units, b, blocks).Scaled(kScale);
@@ -253,9 +169,7 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
 // The grid depends on the call alone (the same on every rank).
 int Blocks(const IpcLaunch& p, size_t esize) {
   const size_t units = p.count * esize / 16;
-  return BlocksFor(p.low_latency ? (p.count * esize + 7) / 8
-                   : p.two_shot  ? units / p.size
-                                 : units);
+  return BlocksFor(p.two_shot ? units / p.size : units);
 }
 
 template <typename T, IpcOp kOp>
@@ -284,6 +198,7 @@ int LaunchOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
 
 int LaunchAllReduce(const IpcLaunch& p, void* stream_ptr, KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  if (p.low_latency) return LaunchLowLatencyAllReduce(p, stream, via);
   switch (p.type) {
     case IpcType::kInt8: return LaunchOp<int8_t>(p, stream, via);
     case IpcType::kUint8: return LaunchOp<uint8_t>(p, stream, via);

@@ -1,8 +1,9 @@
 // File: transports/cuda_ipc/ipc_device.h
 //
 // Device code shared by the cuda_ipc kernels (ipc_kernels.h): element
-// types and reductions, the arena's parts, epochs, the per-block flag
-// barrier, and copies. Included by the .cu files only.
+// types and reductions, the arena's parts, epochs, low-latency words, the
+// per-block flag barrier, who sends what in an exchange, and copies.
+// Included by the .cu files only.
 //
 // A flag is raised with a system-scope release after the block's stores
 // into the peer's arena, and read with a system-scope acquire; slots are
@@ -127,6 +128,66 @@ __device__ inline bool WaitAtLeast(const IpcLaunch& p, const uint32_t* word, uin
   return true;
 }
 
+// Low-latency words: 4 data bytes and the call's epoch in one 8-byte store,
+// so a receiver that sees the epoch has the data (NVLink delivers an
+// aligned 8-byte store whole). 8 data bytes go as two words, 2i and 2i+1.
+__device__ __forceinline__ void StoreLowLatency(uint2* p, uint32_t data, uint32_t epoch) {
+  asm volatile("st.volatile.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(data), "r"(epoch)
+               : "memory");
+}
+__device__ __forceinline__ void PushLowLatency(char* slot, size_t i, uint64_t data,
+                                               uint32_t epoch) {
+  uint2* dst = reinterpret_cast<uint2*>(slot) + 2 * i;
+  StoreLowLatency(dst, static_cast<uint32_t>(data), epoch);
+  StoreLowLatency(dst + 1, static_cast<uint32_t>(data >> 32), epoch);
+}
+
+// The 4 data bytes of a low-latency word once its epoch is `epoch`; false
+// if it gave up (the deadline or an abort; `*failed` tells the block's
+// other threads to stop waiting too).
+__device__ inline bool WaitLowLatency(const IpcLaunch& p, const uint2* word, uint32_t epoch,
+                                      int peer, volatile int* failed, uint32_t* data) {
+  uint64_t start = 0;
+  uint32_t spins = 0;
+  while (true) {
+    uint32_t d, e;
+    asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(d), "=r"(e) : "l"(word)
+                 : "memory");
+    if (e == epoch) {
+      *data = d;
+      return true;
+    }
+    if ((++spins & 255) != 0) continue;
+    if (*failed) return false;
+    if (start == 0) start = GlobalTimer();
+    int code = 0;
+    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
+      code = kErrorAborted;
+    } else if (GlobalTimer() - start > p.timeout_ns) {
+      code = kErrorTimeout;
+    }
+    if (code != 0) {
+      Report(p, code, peer);
+      *failed = 1;
+      return false;
+    }
+  }
+}
+
+// The 8 data bytes `peer` pushed as words 2i and 2i+1 of `slot`.
+__device__ __forceinline__ bool TakeLowLatency(const IpcLaunch& p, const char* slot, size_t i,
+                                               uint32_t epoch, int peer, volatile int* failed,
+                                               uint64_t* data) {
+  const uint2* src = reinterpret_cast<const uint2*>(slot) + 2 * i;
+  uint32_t lo, hi;
+  if (!WaitLowLatency(p, src, epoch, peer, failed, &lo) ||
+      !WaitLowLatency(p, src + 1, epoch, peer, failed, &hi)) {
+    return false;
+  }
+  *data = (static_cast<uint64_t>(hi) << 32) | lo;
+  return true;
+}
+
 // Flag values carry a call's epoch and a step within the call, so that
 // every value a later call raises is above every value of an earlier one
 // (in wrapping order); a whole-call barrier raises the last step.
@@ -176,6 +237,50 @@ __device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_
 __device__ __forceinline__ int Peer(const IpcLaunch& p, int block, int k) {
   return (p.rank + 1 + (k - 1 + block) % (p.size - 1)) % p.size;
 }
+
+// Who sends what to whom in the collectives other than all_reduce
+// (ExchangeKind), offsets in the launch's units (bytes for copies,
+// elements for reductions).
+template <ExchangeKind kKind>
+struct Plan {
+  // Whether this rank stores into rank d's slot for it.
+  __device__ static bool Pushes(const IpcLaunch& p, int d) {
+    if (d == p.rank) return false;
+    switch (kKind) {
+      case ExchangeKind::kBroadcast:
+      case ExchangeKind::kScatter: return p.rank == p.root;
+      case ExchangeKind::kGather:
+      case ExchangeKind::kReduce: return d == p.root;
+      default: return true;
+    }
+  }
+  // Whether this rank's output takes source q's contribution.
+  __device__ static bool Takes(const IpcLaunch& p, int q) {
+    switch (kKind) {
+      case ExchangeKind::kBroadcast:
+      case ExchangeKind::kScatter: return q == p.root;
+      case ExchangeKind::kGather:
+      case ExchangeKind::kReduce: return p.rank == p.root;
+      default: return true;
+    }
+  }
+  // Where the chunk for rank d starts in the input.
+  __device__ static size_t InputChunk(const IpcLaunch& p, int d) {
+    if constexpr (kKind == ExchangeKind::kAllToAll || kKind == ExchangeKind::kScatter ||
+                  kKind == ExchangeKind::kReduceScatter) {
+      return d * p.stride;
+    }
+    return 0;
+  }
+  // Where source q's chunk goes in the output.
+  __device__ static size_t OutputChunk(const IpcLaunch& p, int q) {
+    if constexpr (kKind == ExchangeKind::kAllGather || kKind == ExchangeKind::kAllToAll ||
+                  kKind == ExchangeKind::kGather) {
+      return q * p.stride;
+    }
+    return 0;
+  }
+};
 
 struct Range {
   size_t begin, end;
@@ -230,6 +335,12 @@ inline int BlocksFor(size_t work) {
   const size_t want = (work + kThreads - 1) / kThreads;
   return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
 }
+
+// The low-latency kernels (ipc_low_latency.cu), for launches with
+// low_latency set; LaunchAllReduce and LaunchExchange hand such calls on.
+int LaunchLowLatencyAllReduce(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via);
+int LaunchLowLatencyExchange(const IpcLaunch& p, ExchangeKind kind, cudaStream_t stream,
+                             KernelLauncher* via);
 
 }  // namespace cuda_ipc
 }  // namespace relay

@@ -17,48 +17,6 @@ namespace relay {
 namespace cuda_ipc {
 namespace {
 
-// Who sends what to whom, per kind (offsets in elements of the launch).
-template <ExchangeKind kKind>
-struct Plan {
-  // Whether this rank stores into rank d's slot for it.
-  __device__ static bool Pushes(const IpcLaunch& p, int d) {
-    if (d == p.rank) return false;
-    switch (kKind) {
-      case ExchangeKind::kBroadcast:
-      case ExchangeKind::kScatter: return p.rank == p.root;
-      case ExchangeKind::kGather:
-      case ExchangeKind::kReduce: return d == p.root;
-      default: return true;
-    }
-  }
-  // Whether this rank's output takes source q's contribution.
-  __device__ static bool Takes(const IpcLaunch& p, int q) {
-    switch (kKind) {
-      case ExchangeKind::kBroadcast:
-      case ExchangeKind::kScatter: return q == p.root;
-      case ExchangeKind::kGather:
-      case ExchangeKind::kReduce: return p.rank == p.root;
-      default: return true;
-    }
-  }
-  // Where the chunk for rank d starts in the input.
-  __device__ static size_t InputChunk(const IpcLaunch& p, int d) {
-    if constexpr (kKind == ExchangeKind::kAllToAll || kKind == ExchangeKind::kScatter ||
-                  kKind == ExchangeKind::kReduceScatter) {
-      return d * p.stride;
-    }
-    return 0;
-  }
-  // Where source q's chunk goes in the output.
-  __device__ static size_t OutputChunk(const IpcLaunch& p, int q) {
-    if constexpr (kKind == ExchangeKind::kAllGather || kKind == ExchangeKind::kAllToAll ||
-                  kKind == ExchangeKind::kGather) {
-      return q * p.stride;
-    }
-    return 0;
-  }
-};
-
 // The part of a chunk's whole 16-byte units that step `step` moves: the
 // same on every rank (a function of the chunk's size alone).
 __device__ __forceinline__ Range StepUnits(size_t units, int step, int steps) {
@@ -311,6 +269,7 @@ int LaunchReduce(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
 int LaunchExchange(const IpcLaunch& p, ExchangeKind kind, void* stream_ptr,
                    KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  if (p.low_latency) return LaunchLowLatencyExchange(p, kind, stream, via);
   switch (kind) {
     case ExchangeKind::kAllGather: return LaunchCopy<ExchangeKind::kAllGather>(p, stream, via);
     case ExchangeKind::kBroadcast: return LaunchCopy<ExchangeKind::kBroadcast>(p, stream, via);

@@ -23,11 +23,12 @@
 // addresses: ranks synchronise block by block, so a rank whose buffers are
 // misaligned (moved in narrower units) still splits the data as its peers do.
 //
-// Small all_reduces take the low-latency path: every 4 bytes of data
-// travel with the epoch beside them in one 8-byte store, so a receiver
-// polls the data itself and no flag, fence or barrier is needed. Those
-// words live in a region of their own, so data a flag-based call left in a
-// slot is never taken for a low-latency word.
+// Small all_reduces, all_gathers, all_to_alls and reduce_scatters take the
+// low-latency path: every 4 bytes of data travel with the epoch beside them
+// in one 8-byte store, so a receiver polls the data itself and no flag,
+// fence or barrier is needed. Those words live in a region of their own, so
+// data a flag-based call left in a slot is never taken for a low-latency
+// word.
 #ifndef RELAY_TRANSPORTS_CUDA_IPC_IPC_KERNELS_H_
 #define RELAY_TRANSPORTS_CUDA_IPC_IPC_KERNELS_H_
 
@@ -62,8 +63,10 @@ struct ArenaLayout {
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
   // same for teardown barriers.
   static constexpr size_t kCounterWords = 4;
-  // All_reduces of up to this many bytes take the low-latency path; each
-  // sends twice its bytes (data and epoch), into a slot per half and rank.
+  // All_reduces, and exchanges whose chunk per rank is, of up to this many
+  // bytes may take the low-latency path (RELAY_CUDA_IPC_LOW_LATENCY_BYTES);
+  // each sends twice its bytes (data and epoch), into a slot per half and
+  // source rank.
   static constexpr size_t kLowLatencyBytes = 64 << 10;
   static constexpr size_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
   // Point-to-point control, from kP2POffset: ready flags [source][chunk
@@ -168,8 +171,10 @@ struct IpcLaunch {
   int steps = 1;
   // all_reduce (0 or 1). One-shot: count's bytes <= slot_bytes -
   // kTailBytes. Two-shot: each rank's slice (count / size, rounded up to
-  // whole 16-byte units) too. Low latency (one-shot only): count's bytes
-  // <= kLowLatencyBytes.
+  // whole 16-byte units) too.
+  // Low latency (all_reduce one-shot, all_gather, all_to_all and
+  // reduce_scatter; size > 1): an all_reduce's or a chunk's bytes <=
+  // kLowLatencyBytes, whatever slot_bytes is.
   int two_shot = 0;
   int low_latency = 0;
 };

@@ -23,6 +23,7 @@
 #include "runtime/status_macros.h"
 #include "testing/conformance.h"
 #include "testing/device_memory.h"
+#include "testing/device_transport_checks.h"
 #include "testing/rank_harness.h"
 
 namespace relay {
@@ -33,11 +34,7 @@ NcclTransportFactory& Factory() {
   return *f;
 }
 
-int Gpus() { return Factory().IsViable() ? VisibleDeviceCount() : 0; }
-
-RankSetup OneGpuPerRank() {
-  return [](int rank) { return SetCurrentDevice(rank); };
-}
+int Gpus() { return ViableGpus(Factory()); }
 
 TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
   if (Gpus() > 0) GTEST_SKIP() << "a GPU is visible";
@@ -53,17 +50,10 @@ TEST(NcclTransportFactoryTest, NotViableWithoutGpuSaysWhy) {
 // The conformance matrix on `n` GPUs driven by one thread each: NCCL's
 // native collectives and relay's own algorithms on device buffers.
 void RunConformance(int n) {
-  const std::vector<ConformanceCase> cases = DeviceConformanceCases(n);
-  ASSERT_FALSE(cases.empty());
-  CommunicatorOptions options;
-  options.default_timeout = absl::Seconds(60);
   std::vector<std::string> failures;
-  absl::Status s = RunConformanceCasesOnOneGroup(
-      cases, n, Factory(), DefaultEngine(), options, OneGpuPerRank(),
-      &failures);
+  absl::Status s = RunDeviceConformance(Factory(), n, &failures);
   for (const std::string& f : failures) ADD_FAILURE() << f;
   EXPECT_TRUE(s.ok()) << s;
-  std::printf("%zu cases on %d GPUs\n", cases.size(), n);
 }
 
 TEST(NcclConformanceTest, TwoGpus) {
@@ -105,71 +95,12 @@ TEST(NcclTransportTest, PostAfterAbortCompletesWithTheReason) {
   EXPECT_NE(s.message().find("rank 7"), absl::string_view::npos) << s;
 }
 
-// Bad input is InvalidArgument before anything is queued.
+// Bad input is InvalidArgument before anything is queued; one rank, and
+// another GPU's memory where two are visible.
 TEST(NcclTransportTest, RejectsMemoryItCannotMove) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
-  absl::Status s = RunRanks(
-      1, Factory(), DefaultEngine(),
-      [](Communicator& comm) -> absl::Status {
-        std::vector<float> host(16, 1.0f);
-        absl::StatusOr<DeviceBytes> dev = DeviceBytes::Allocate(64);
-        if (!dev.ok()) return dev.status();
-        const Device gpu0 = Device::Cuda(0);
-        // Host memory declared as device memory.
-        absl::StatusOr<Request> r = comm.AllReduce(
-            ConstBuffer::Of(host.data(), 16, gpu0),
-            Buffer::Of(host.data(), 16, gpu0), ReduceOp::kSum);
-        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
-            << r.status();
-        // Device memory declared as host memory.
-        float* d = reinterpret_cast<float*>(dev->data());
-        r = comm.AllReduce(ConstBuffer::Of(d, 16), Buffer::Of(d, 16),
-                           ReduceOp::kSum);
-        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
-            << r.status();
-        // A device this communicator does not run on.
-        r = comm.AllReduce(ConstBuffer::Of(d, 16, Device::Cuda(1)),
-                           Buffer::Of(d, 16, Device::Cuda(1)), ReduceOp::kSum);
-        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
-            << r.status();
-        // Host memory declared as device memory is refused by relay's own
-        // algorithms too (they run on device buffers through the stream
-        // executor, so the check must not be the native path's alone).
-        CollectiveOptions ring;
-        ring.algorithm = Algorithm::kRing;
-        r = comm.AllReduce(ConstBuffer::Of(host.data(), 16, gpu0),
-                           Buffer::Of(host.data(), 16, gpu0), ReduceOp::kSum,
-                           ring);
-        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
-            << r.status();
-        // Still usable after rejected calls.
-        r = comm.AllReduce(ConstBuffer::Of(d, 16, gpu0),
-                           Buffer::Of(d, 16, gpu0), ReduceOp::kSum);
-        if (!r.ok()) return r.status();
-        return r->Wait(absl::Seconds(30));
-      },
-      {}, OneGpuPerRank());
-  EXPECT_TRUE(s.ok()) << s;
-}
-
-TEST(NcclTransportTest, RejectsMemoryOfAnotherGpu) {
-  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  ASSERT_TRUE(SetCurrentDevice(1).ok());
-  absl::StatusOr<DeviceBytes> on1 = DeviceBytes::Allocate(64);
-  ASSERT_TRUE(on1.ok()) << on1.status();
-  float* p = reinterpret_cast<float*>(on1->data());
-  absl::Status s = RunRanks(
-      1, Factory(), DefaultEngine(),
-      [&](Communicator& comm) -> absl::Status {
-        // Declared on cuda:0 (this rank's GPU) but allocated on cuda:1.
-        absl::StatusOr<Request> r =
-            comm.AllReduce(ConstBuffer::Of(p, 16, Device::Cuda(0)),
-                           Buffer::Of(p, 16, Device::Cuda(0)), ReduceOp::kSum);
-        EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
-            << r.status();
-        return absl::OkStatus();
-      },
-      {}, OneGpuPerRank());
+  absl::Status s = RunRanks(1, Factory(), DefaultEngine(), CheckRejectsMemoryItCannotMove, {},
+                            OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -415,25 +346,8 @@ TEST(NcclTransportTest, DevicePathContractsHold) {
 // OnDone runs without anyone waiting: the watchdog completes requests.
 TEST(NcclTransportTest, OnDoneRunsWithoutAWaiter) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
-  absl::Status s = RunRanks(
-      1, Factory(), DefaultEngine(),
-      [](Communicator& comm) -> absl::Status {
-        absl::StatusOr<DeviceBytes> d = DeviceBytes::Allocate(4096);
-        if (!d.ok()) return d.status();
-        float* p = reinterpret_cast<float*>(d->data());
-        absl::StatusOr<Request> r =
-            comm.AllReduce(ConstBuffer::Of(p, 1024, Device::Cuda(0)),
-                           Buffer::Of(p, 1024, Device::Cuda(0)), ReduceOp::kMax);
-        if (!r.ok()) return r.status();
-        std::atomic<bool> called{false};
-        r->OnDone([&](absl::Status) { called = true; });
-        for (int i = 0; i < 10000 && !called; ++i) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-        return called ? absl::OkStatus()
-                      : absl::InternalError("OnDone did not run within 10 s");
-      },
-      {}, OneGpuPerRank());
+  absl::Status s = RunRanks(1, Factory(), DefaultEngine(), CheckOnDoneRunsWithoutAWaiter, {},
+                            OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 

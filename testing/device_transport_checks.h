@@ -1,0 +1,48 @@
+// File: testing/device_transport_checks.h
+//
+// What every GPU transport's test checks the same way (nccl, cuda_ipc),
+// against that transport's factory, with ranks as threads, one GPU each.
+// Each returns what went wrong; the RunRanks bodies run on every rank.
+//
+// Example:
+//   absl::Status s = RunRanks(2, factory, DefaultEngine(),
+//                             CheckOnDoneRunsWithoutAWaiter, {}, OneGpuPerRank());
+#ifndef RELAY_TESTING_DEVICE_TRANSPORT_CHECKS_H_
+#define RELAY_TESTING_DEVICE_TRANSPORT_CHECKS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "runtime/communicator.h"
+#include "runtime/transport.h"
+#include "testing/rank_harness.h"
+
+namespace relay {
+
+// Selects GPU `rank` on the rank's thread.
+RankSetup OneGpuPerRank();
+
+// The GPUs visible to this process where `factory` is viable, else 0.
+int ViableGpus(TransportFactory& factory);
+
+// The device conformance matrix (testing/conformance.h) on `n` GPUs, one
+// communicator group for every case; each failed case appended to
+// `failures`, and the count of cases printed.
+absl::Status RunDeviceConformance(TransportFactory& factory, int n,
+                                  std::vector<std::string>* failures);
+
+// RunRanks body: memory the transport cannot move is InvalidArgument before
+// anything is queued (host memory declared as the GPU's, the GPU's as
+// host memory, a GPU the communicator does not run on, another GPU's
+// memory declared as this one's where two are visible; relay's own ring
+// too), and the communicator works afterwards.
+absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm);
+
+// RunRanks body: a request's OnDone runs with nobody waiting on it (the
+// transport's watchdog completes it).
+absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm);
+
+}  // namespace relay
+
+#endif  // RELAY_TESTING_DEVICE_TRANSPORT_CHECKS_H_
