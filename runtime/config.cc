@@ -94,19 +94,20 @@ const Setting kSettings[] = {
      "call larger than a quarter of it runs in pieces, and larger pieces "
      "run faster (on 4 H200s, 1 GiB took all_reduce from 0.88-0.92x to "
      "0.91-0.95x NCCL's busbw at 256 MB - 2 GB). Flags, low-latency words "
-     "and the point-to-point channels add 18 MiB more."},
+     "and the point-to-point channels add 24 MiB more."},
     {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "4194304", 0, 68719476736, "",
      "Transports",
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "
      "(one-shot) while (ranks - 1) x its bytes stay within this, and "
      "reduce-scatters then all-gathers (two-shot) above."},
-    {"RELAY_CUDA_IPC_LOW_LATENCY_BYTES", K::kCount, "65536", 0, 65536, "",
+    {"RELAY_CUDA_IPC_LOW_LATENCY_BYTES", K::kCount,
+     "262144 (256 KiB) on 2 ranks, 65536 (64 KiB) on more", 0, 262144, "",
      "Transports",
      "cuda_ipc all_reduces of up to this many bytes (one-shot), and "
      "all_gathers, all_to_alls and reduce_scatters whose chunk per rank is "
      "up to this, send their data as words that carry the call's epoch, "
      "which the receiver polls: twice the bytes, no flag barrier. 0 turns "
-     "it off; the low-latency region holds 65536 (64 KiB) per peer."},
+     "it off; the low-latency region holds 256 KiB a peer."},
     {"RELAY_CUDA_IPC_LAUNCH", K::kChoice, "graph", 0, 0, "graph|kernel", "Transports",
      "How cuda_ipc queues its kernels outside a stream being captured: "
      "graph relaunches a one-node CUDA graph per kernel with the call's "

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "relay.h"
@@ -48,7 +49,18 @@ absl::Status RunDeviceConformance(TransportFactory& factory, int n,
   return s;
 }
 
-absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm) {
+absl::StatusOr<std::vector<DeviceBytes>> AllocateOnEveryGpu(size_t bytes) {
+  std::vector<DeviceBytes> every;
+  for (int g = 0; g < VisibleDeviceCount(); ++g) {
+    RELAY_RETURN_IF_ERROR(SetCurrentDevice(g));
+    RELAY_ASSIGN_OR_RETURN(DeviceBytes b, DeviceBytes::Allocate(bytes));
+    every.push_back(std::move(b));
+  }
+  return every;
+}
+
+absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
+                                            const std::vector<DeviceBytes>& every_gpu) {
   const int rank = comm.rank();
   const Device gpu = Device::Cuda(rank);
   std::vector<float> host(16, 1.0f);
@@ -66,13 +78,9 @@ absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm) {
       comm.AllReduce(ConstBuffer::Of(d, 16, elsewhere), Buffer::Of(d, 16, elsewhere),
                      ReduceOp::kSum),
       "a GPU the communicator does not run on"));
-  if (VisibleDeviceCount() >= 2) {
-    const int other = rank == 0 ? 1 : 0;
-    RELAY_RETURN_IF_ERROR(SetCurrentDevice(other));
-    absl::StatusOr<DeviceBytes> theirs = DeviceBytes::Allocate(64);
-    RELAY_RETURN_IF_ERROR(SetCurrentDevice(rank));
-    RELAY_RETURN_IF_ERROR(theirs.status());
-    float* p = reinterpret_cast<float*>(theirs->data());
+  if (every_gpu.size() >= 2) {
+    const DeviceBytes& theirs = every_gpu[(rank + 1) % every_gpu.size()];
+    float* p = reinterpret_cast<float*>(theirs.data());
     RELAY_RETURN_IF_ERROR(ExpectRefused(
         comm.AllReduce(ConstBuffer::Of(p, 16, gpu), Buffer::Of(p, 16, gpu), ReduceOp::kSum),
         "another GPU's memory declared as this one's", "lives on cuda:"));
@@ -85,10 +93,12 @@ absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm) {
       comm.AllReduce(ConstBuffer::Of(host.data(), 16, gpu), Buffer::Of(host.data(), 16, gpu),
                      ReduceOp::kSum, ring),
       "host memory declared as the GPU's, ring"));
+  CollectiveOptions bounded;
+  bounded.timeout = absl::Seconds(30);
   RELAY_ASSIGN_OR_RETURN(
       Request r, comm.AllReduce(ConstBuffer::Of(d, 16, gpu), Buffer::Of(d, 16, gpu),
-                                ReduceOp::kSum));
-  return r.Wait(absl::Seconds(30));
+                                ReduceOp::kSum, bounded));
+  return r.Wait();
 }
 
 absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm) {

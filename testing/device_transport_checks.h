@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "runtime/communicator.h"
 #include "runtime/transport.h"
+#include "testing/device_memory.h"
 #include "testing/rank_harness.h"
 
 namespace relay {
@@ -32,12 +33,19 @@ int ViableGpus(TransportFactory& factory);
 absl::Status RunDeviceConformance(TransportFactory& factory, int n,
                                   std::vector<std::string>* failures);
 
+// 64 bytes on each visible GPU, for CheckRejectsMemoryItCannotMove:
+// allocated before the ranks start and freed after they end, since
+// cudaFree of a GPU's memory waits for that GPU's kernels, and a peer's
+// kernel there may be waiting for the freeing rank (seen: a hang).
+absl::StatusOr<std::vector<DeviceBytes>> AllocateOnEveryGpu(size_t bytes = 64);
+
 // RunRanks body: memory the transport cannot move is InvalidArgument before
 // anything is queued (host memory declared as the GPU's, the GPU's as
 // host memory, a GPU the communicator does not run on, another GPU's
-// memory declared as this one's where two are visible; relay's own ring
-// too), and the communicator works afterwards.
-absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm);
+// memory from `every_gpu` declared as this one's where two are visible;
+// relay's own ring too), and the communicator works afterwards.
+absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
+                                            const std::vector<DeviceBytes>& every_gpu);
 
 // RunRanks body: a request's OnDone runs with nobody waiting on it (the
 // transport's watchdog completes it).

@@ -47,6 +47,10 @@ static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg))
 // 1.0-1.26x NCCL's busbw from 32 MB where 16 MiB pieces stayed at
 // 0.82-1.0x (docs/design/cuda-ipc-transport.md).
 constexpr uint64_t kDefaultArenaBytes = 256ull << 20;
+// Low-latency words send twice the data's bytes, to every peer: on 2 ranks
+// they beat the flag path up to the region's 256 KiB; on more, up to
+// 64 KiB is what was measured (docs/design/cuda-ipc-transport.md).
+constexpr uint64_t kDefaultLowLatencyBytesMoreRanks = 64ull << 10;
 // On more ranks a slot is a smaller share of the arena: on 4 H200s 256 MiB
 // pieces (a 1 GiB arena) ran all_reduce 3-6% faster than 64 MiB ones from
 // 64 MB (0.91-0.95x NCCL's busbw at 256 MB - 2 GB, against 0.88-0.92x).
@@ -785,7 +789,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
       ReadCount("RELAY_CUDA_IPC_ONE_SHOT_BYTES", kDefaultOneShotBytes));
   RELAY_ASSIGN_OR_RETURN(const uint64_t low_latency_bytes,
                          ReadCount("RELAY_CUDA_IPC_LOW_LATENCY_BYTES",
-                                   cuda_ipc::ArenaLayout::kLowLatencyBytes));
+                                   config.size > 2 ? kDefaultLowLatencyBytesMoreRanks
+                                                   : cuda_ipc::ArenaLayout::kLowLatencyBytes));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;

@@ -224,8 +224,8 @@ TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
 // where the setting allows, ipc_low_latency.cu): every dtype, and every op
 // for reduce_scatter, with chunks of 1 element, a tail after the last
 // whole 8-byte unit, and the largest chunk the low-latency region takes
-// (64 KiB) and one element more; buffers aligned on one rank and not on
-// the other. Then 300 calls in a row that mix them with all_reduces on
+// (256 KiB, the default limit on 2 ranks) and one element more; buffers
+// aligned on one rank and not on the other. Then 300 calls in a row that mix them with all_reduces on
 // both paths and flag-barrier broadcasts and reduces, so every kind of call
 // follows every other in both arena halves.
 absl::Status SmallExchanges() {
@@ -235,7 +235,7 @@ absl::Status SmallExchanges() {
         const size_t offset = comm.rank();
         for (DataType dtype : AllDataTypes()) {
           const size_t esize = DataTypeSize(dtype);
-          const size_t largest = (64 << 10) / esize;
+          const size_t largest = (256 << 10) / esize;
           for (size_t count : {size_t{1}, size_t{13}, largest, largest + 1}) {
             for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kAllToAll}) {
               RELAY_RETURN_IF_ERROR(
@@ -566,9 +566,9 @@ TEST(CudaIpcTransportTest, ArenaBytesInTheMetrics) {
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
-        // 2 x 512 KiB halves, after the flags, low-latency words and
-        // point-to-point channels.
-        const uint64_t want = (1 << 20) + (32 << 10) + (18 << 20);
+        // 2 x 512 KiB halves, after 32 KiB of flags, 8 MiB of low-latency
+        // words and 16 MiB of point-to-point channels.
+        const uint64_t want = (1 << 20) + (32 << 10) + (24 << 20);
         const std::string text = comm.MetricsText();
         const std::string line = absl::StrCat("relay_transport_device_bytes{rank=\"",
                                               comm.rank(), "\",size=\"2\",transport=\"cuda_ipc\"} ", want);
@@ -584,8 +584,12 @@ TEST(CudaIpcTransportTest, ArenaBytesInTheMetrics) {
 
 TEST(CudaIpcTransportTest, RejectsMemoryItCannotMove) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  absl::Status s = RunRanks(2, Factory(), DefaultEngine(), CheckRejectsMemoryItCannotMove, {},
-                            OneGpuPerRank());
+  absl::StatusOr<std::vector<DeviceBytes>> every_gpu = AllocateOnEveryGpu();
+  ASSERT_TRUE(every_gpu.ok()) << every_gpu.status();
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [&](Communicator& comm) { return CheckRejectsMemoryItCannotMove(comm, *every_gpu); }, {},
+      OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 

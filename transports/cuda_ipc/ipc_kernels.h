@@ -67,7 +67,7 @@ struct ArenaLayout {
   // bytes may take the low-latency path (RELAY_CUDA_IPC_LOW_LATENCY_BYTES);
   // each sends twice its bytes (data and epoch), into a slot per half and
   // source rank.
-  static constexpr size_t kLowLatencyBytes = 64 << 10;
+  static constexpr size_t kLowLatencyBytes = 256 << 10;
   static constexpr size_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
   // Point-to-point control, from kP2POffset: ready flags [source][chunk
   // slot][part] (raised by the sender), freed flags [destination][slot]

@@ -99,8 +99,12 @@ TEST(NcclTransportTest, PostAfterAbortCompletesWithTheReason) {
 // another GPU's memory where two are visible.
 TEST(NcclTransportTest, RejectsMemoryItCannotMove) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
-  absl::Status s = RunRanks(1, Factory(), DefaultEngine(), CheckRejectsMemoryItCannotMove, {},
-                            OneGpuPerRank());
+  absl::StatusOr<std::vector<DeviceBytes>> every_gpu = AllocateOnEveryGpu();
+  ASSERT_TRUE(every_gpu.ok()) << every_gpu.status();
+  absl::Status s = RunRanks(
+      1, Factory(), DefaultEngine(),
+      [&](Communicator& comm) { return CheckRejectsMemoryItCannotMove(comm, *every_gpu); }, {},
+      OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 
