@@ -101,13 +101,14 @@ const Setting kSettings[] = {
      "(one-shot) while (ranks - 1) x its bytes stay within this, and "
      "reduce-scatters then all-gathers (two-shot) above."},
     {"RELAY_CUDA_IPC_LOW_LATENCY_BYTES", K::kCount,
-     "262144 (256 KiB) on 2 ranks, 65536 (64 KiB) on more", 0, 262144, "",
+     "262144 (256 KiB) on 2 ranks, 65536 (64 KiB) on more", 0, 1048576, "",
      "Transports",
      "cuda_ipc all_reduces of up to this many bytes (one-shot), and "
      "all_gathers, all_to_alls and reduce_scatters whose chunk per rank is "
      "up to this, send their data as words that carry the call's epoch, "
      "which the receiver polls: twice the bytes, no flag barrier. 0 turns "
-     "it off; the low-latency region holds 256 KiB a peer."},
+     "it off. The low-latency region (8 MiB) caps it at 8 MiB / (4 x "
+     "ranks): 1 MiB on 2 ranks, 256 KiB on 8."},
     {"RELAY_CUDA_IPC_LAUNCH", K::kChoice, "graph", 0, 0, "graph|kernel", "Transports",
      "How cuda_ipc queues its kernels outside a stream being captured: "
      "graph relaunches a one-node CUDA graph per kernel with the call's "

@@ -48,8 +48,9 @@ static_assert(static_cast<int>(IpcOp::kAvg) == static_cast<int>(ReduceOp::kAvg))
 // 0.82-1.0x (docs/design/cuda-ipc-transport.md).
 constexpr uint64_t kDefaultArenaBytes = 256ull << 20;
 // Low-latency words send twice the data's bytes, to every peer: on 2 ranks
-// they beat the flag path up to the region's 256 KiB; on more, up to
-// 64 KiB is what was measured (docs/design/cuda-ipc-transport.md).
+// they beat the flag path at 256 KiB still; on more, up to 64 KiB is what
+// was measured (docs/design/cuda-ipc-transport.md).
+constexpr uint64_t kDefaultLowLatencyBytes = 256ull << 10;
 constexpr uint64_t kDefaultLowLatencyBytesMoreRanks = 64ull << 10;
 // On more ranks a slot is a smaller share of the arena: on 4 H200s 256 MiB
 // pieces (a 1 GiB arena) ran all_reduce 3-6% faster than 64 MiB ones from
@@ -790,7 +791,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_ASSIGN_OR_RETURN(const uint64_t low_latency_bytes,
                          ReadCount("RELAY_CUDA_IPC_LOW_LATENCY_BYTES",
                                    config.size > 2 ? kDefaultLowLatencyBytesMoreRanks
-                                                   : cuda_ipc::ArenaLayout::kLowLatencyBytes));
+                                                   : kDefaultLowLatencyBytes));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;
@@ -803,7 +804,9 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   // the all_reduce tail and whole 16-byte pieces.
   c.exchange_slot_bytes = cuda_ipc::ArenaLayout::ExchangeSlotBytes(c.half_bytes, c.size);
   c.one_shot_bytes = one_shot_bytes;
-  c.low_latency_bytes = low_latency_bytes;
+  // The region holds less a rank the more ranks share it.
+  c.low_latency_bytes =
+      std::min<uint64_t>(low_latency_bytes, cuda_ipc::ArenaLayout::LowLatencyBytes(c.size));
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),

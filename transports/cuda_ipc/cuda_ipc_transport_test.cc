@@ -223,19 +223,19 @@ TEST(CudaIpcTransportTest, BuffersAlignedDifferentlyOnEachRank) {
 // Small all_gathers, all_to_alls and reduce_scatters (low-latency words
 // where the setting allows, ipc_low_latency.cu): every dtype, and every op
 // for reduce_scatter, with chunks of 1 element, a tail after the last
-// whole 8-byte unit, and the largest chunk the low-latency region takes
-// (256 KiB, the default limit on 2 ranks) and one element more; buffers
-// aligned on one rank and not on the other. Then 300 calls in a row that mix them with all_reduces on
+// whole 8-byte unit, and the largest low-latency chunk (`largest_bytes`:
+// the limit) and one element more; buffers aligned on one rank and not on
+// the other. Then 300 calls in a row that mix them with all_reduces on
 // both paths and flag-barrier broadcasts and reduces, so every kind of call
 // follows every other in both arena halves.
-absl::Status SmallExchanges() {
+absl::Status SmallExchanges(size_t largest_bytes) {
   return RunRanks(
       2, Factory(), DefaultEngine(),
-      [](Communicator& comm) -> absl::Status {
+      [largest_bytes](Communicator& comm) -> absl::Status {
         const size_t offset = comm.rank();
         for (DataType dtype : AllDataTypes()) {
           const size_t esize = DataTypeSize(dtype);
-          const size_t largest = (256 << 10) / esize;
+          const size_t largest = largest_bytes / esize;
           for (size_t count : {size_t{1}, size_t{13}, largest, largest + 1}) {
             for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kAllToAll}) {
               RELAY_RETURN_IF_ERROR(
@@ -267,7 +267,16 @@ absl::Status SmallExchanges() {
 
 TEST(CudaIpcTransportTest, SmallExchangesOnLowLatencyWords) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
-  absl::Status s = SmallExchanges();
+  absl::Status s = SmallExchanges(256 << 10);  // The default limit on 2 ranks.
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Up to what the region holds on 2 ranks (1 MiB, the setting's most).
+TEST(CudaIpcTransportTest, SmallExchangesUpToTheRegion) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  setenv("RELAY_CUDA_IPC_LOW_LATENCY_BYTES", "1048576", 1);
+  absl::Status s = SmallExchanges(1 << 20);
+  unsetenv("RELAY_CUDA_IPC_LOW_LATENCY_BYTES");
   EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -275,7 +284,7 @@ TEST(CudaIpcTransportTest, SmallExchangesOnLowLatencyWords) {
 TEST(CudaIpcTransportTest, SmallExchangesWithFlagBarriers) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   setenv("RELAY_CUDA_IPC_LOW_LATENCY_BYTES", "0", 1);
-  absl::Status s = SmallExchanges();
+  absl::Status s = SmallExchanges(256 << 10);
   unsetenv("RELAY_CUDA_IPC_LOW_LATENCY_BYTES");
   EXPECT_TRUE(s.ok()) << s;
 }

@@ -60,9 +60,10 @@ __device__ __forceinline__ char* Slot(const IpcLaunch& p, void* arena, int half,
   return static_cast<char*>(arena) + ArenaLayout::kDataOffset + half * p.half_bytes +
          static_cast<size_t>(src) * p.slot_bytes;
 }
-__device__ __forceinline__ char* LowLatencySlot(void* arena, int half, int src) {
+__device__ __forceinline__ char* LowLatencySlot(const IpcLaunch& p, void* arena, int half,
+                                                int src) {
   return static_cast<char*>(arena) + ArenaLayout::kLowLatencyOffset +
-         (static_cast<size_t>(half) * kMaxRanks + src) * ArenaLayout::kLowLatencySlotBytes;
+         (static_cast<size_t>(half) * p.size + src) * ArenaLayout::LowLatencySlotBytes(p.size);
 }
 
 __device__ __forceinline__ void StoreRelease(uint32_t* p, uint32_t v) {
@@ -79,8 +80,20 @@ __device__ __forceinline__ uint64_t GlobalTimer() {
   return t;
 }
 
+// Waits until the kernels queued before this one on its stream have ended
+// (their memory visible), then lets the next kernel start. Queue launches
+// every kernel as a programmatic dependent: it may start while its
+// predecessor runs and waits here, so the launch hides behind the
+// predecessor. Where there is no such dependency both are no-ops.
+__device__ __forceinline__ void AfterPredecessors() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 // The call's epoch: one more than the calls this rank's arena has seen.
+// First of all, AfterPredecessors.
 __device__ __forceinline__ uint32_t BeginCall(void* arena, int counter) {
+  AfterPredecessors();
   __shared__ uint32_t s_epoch;
   if (threadIdx.x == 0) {
     s_epoch = *reinterpret_cast<volatile uint32_t*>(Counters(arena) + counter) + 1;
@@ -90,8 +103,14 @@ __device__ __forceinline__ uint32_t BeginCall(void* arena, int counter) {
 }
 
 // The last block of the call to finish advances the call counter; the next
-// call on this rank (a later kernel) reads it.
+// call on this rank (a later kernel) reads it. A grid of one block writes
+// it at once: nothing else reads it before the kernel ends, and the
+// kernel's end makes the write visible to the next one.
 __device__ __forceinline__ void EndCall(const IpcLaunch& p, int counter, uint32_t epoch) {
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) Counters(p.arenas[p.rank])[counter] = epoch;
+    return;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t* c = Counters(p.arenas[p.rank]) + counter;
@@ -315,7 +334,9 @@ __device__ __forceinline__ void CopyUnits(R* __restrict__ dst, size_t base_d,
 }
 
 // Queues kernel<<<blocks, threads>>>(param) on `stream`: through `via`
-// where given, else launched. Returns a cudaError_t value.
+// where given, else launched as a programmatic dependent of the kernel
+// before it (AfterPredecessors), which a graph captured from the stream
+// keeps. Returns a cudaError_t value.
 template <typename P>
 inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
                  cudaStream_t stream, KernelLauncher* via) {
@@ -324,8 +345,16 @@ inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
     return via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args, sizeof(P),
                        stream);
   }
-  kernel<<<blocks, threads, 0, stream>>>(param);
-  return static_cast<int>(cudaGetLastError());
+  cudaLaunchAttribute early;
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  config.attrs = &early;
+  config.numAttrs = 1;
+  return static_cast<int>(cudaLaunchKernelEx(&config, kernel, param));
 }
 
 // Blocks for `work` units of 16 bytes: a unit per thread up to kMaxBlocks

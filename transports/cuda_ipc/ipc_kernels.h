@@ -63,12 +63,16 @@ struct ArenaLayout {
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
   // same for teardown barriers.
   static constexpr size_t kCounterWords = 4;
-  // All_reduces, and exchanges whose chunk per rank is, of up to this many
-  // bytes may take the low-latency path (RELAY_CUDA_IPC_LOW_LATENCY_BYTES);
-  // each sends twice its bytes (data and epoch), into a slot per half and
-  // source rank.
-  static constexpr size_t kLowLatencyBytes = 256 << 10;
-  static constexpr size_t kLowLatencySlotBytes = 2 * kLowLatencyBytes;
+  // The low-latency region: a slot per half and source rank, split among
+  // the communicator's ranks. A call sends twice its bytes (data and
+  // epoch), so all_reduces, and exchanges whose chunk per rank is, of up
+  // to LowLatencyBytes(ranks) may take the low-latency path
+  // (RELAY_CUDA_IPC_LOW_LATENCY_BYTES): 1 MiB on 2 ranks, 256 KiB on 8.
+  static constexpr size_t kLowLatencyRegionBytes = size_t{8} << 20;
+  static constexpr size_t LowLatencySlotBytes(int ranks) {
+    return kLowLatencyRegionBytes / (2 * static_cast<size_t>(ranks)) / 256 * 256;
+  }
+  static constexpr size_t LowLatencyBytes(int ranks) { return LowLatencySlotBytes(ranks) / 2; }
   // Point-to-point control, from kP2POffset: ready flags [source][chunk
   // slot][part] (raised by the sender), freed flags [destination][slot]
   // [part] (raised by the receiver), message sizes [source][slot][part]
@@ -85,8 +89,7 @@ struct ArenaLayout {
   static constexpr size_t kLowLatencyOffset = 32768;
   static_assert((kFlagWords + kCounterWords) * 4 <= kP2POffset);
   static_assert(kP2POffset + (kP2PDoneWord + 1) * 4 <= kLowLatencyOffset);
-  static constexpr size_t kP2PChannelOffset =
-      kLowLatencyOffset + 2 * size_t{kMaxRanks} * kLowLatencySlotBytes;
+  static constexpr size_t kP2PChannelOffset = kLowLatencyOffset + kLowLatencyRegionBytes;
   // What must start at zero: everything before the channels.
   static constexpr size_t kZeroedBytes = kP2PChannelOffset;
   static constexpr size_t kDataOffset =
@@ -174,7 +177,7 @@ struct IpcLaunch {
   // whole 16-byte units) too.
   // Low latency (all_reduce one-shot, all_gather, all_to_all and
   // reduce_scatter; size > 1): an all_reduce's or a chunk's bytes <=
-  // kLowLatencyBytes, whatever slot_bytes is.
+  // ArenaLayout::LowLatencyBytes(size), whatever slot_bytes is.
   int two_shot = 0;
   int low_latency = 0;
 };

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
     const size_t at = i * 8;
     for (int k = 1; k < n; ++k) {
       const int d = Peer(p, blockIdx.x, k);
-      PushLowLatency(LowLatencySlot(p.arenas[d], half, p.rank), i,
+      PushLowLatency(LowLatencySlot(p, p.arenas[d], half, p.rank), i,
                      LoadEight(input(d), at, bytes), epoch);
     }
     if constexpr (kReduces) {
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
         if (q == p.rank) {
           u.raw = LoadEight(input(q), at, bytes);
         } else {
-          ok = TakeLowLatency(p, LowLatencySlot(own_arena, half, q), i, epoch, q, &s_failed,
+          ok = TakeLowLatency(p, LowLatencySlot(p, own_arena, half, q), i, epoch, q, &s_failed,
                               &u.raw);
         }
 #pragma unroll
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
           if (input(q) == output(q)) continue;  // In place: there.
           word = LoadEight(input(q), at, bytes);
         } else {
-          ok = TakeLowLatency(p, LowLatencySlot(own_arena, half, q), i, epoch, q, &s_failed,
+          ok = TakeLowLatency(p, LowLatencySlot(p, own_arena, half, q), i, epoch, q, &s_failed,
                               &word);
           if (!ok) break;
         }

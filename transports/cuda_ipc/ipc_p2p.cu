@@ -44,6 +44,7 @@ __device__ __forceinline__ void CopyPart(char* dst, const char* src, size_t byte
 // whole 16-byte units, so chunk offsets keep the alignment).
 template <typename R>
 __global__ void __launch_bounds__(kThreads) P2PKernel(P2PLaunch l) {
+  AfterPredecessors();
   const IpcLaunch& p = l.base;
   const int o = blockIdx.x / kP2PParts;
   const int part = blockIdx.x % kP2PParts;
