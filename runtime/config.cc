@@ -94,7 +94,7 @@ const Setting kSettings[] = {
      "call larger than a quarter of it runs in pieces, and larger pieces "
      "run faster (on 4 H200s, 1 GiB took all_reduce from 0.88-0.92x to "
      "0.91-0.95x NCCL's busbw at 256 MB - 2 GB). Flags, low-latency words "
-     "and the point-to-point channels add 24 MiB more."},
+     "the point-to-point channels and 128-byte lines add 40 MiB more."},
     {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "4194304", 0, 68719476736, "",
      "Transports",
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "
@@ -109,6 +109,12 @@ const Setting kSettings[] = {
      "which the receiver polls: twice the bytes, no flag barrier. 0 turns "
      "it off. The low-latency region (8 MiB) caps it at 8 MiB / (4 x "
      "ranks): 1 MiB on 2 ranks, 256 KiB on 8."},
+    {"RELAY_CUDA_IPC_LINES_BYTES", K::kCount, "0", 0, 3932160, "", "Transports",
+     "cuda_ipc one-shot all_reduces larger than the low-latency words take "
+     "and of up to this many bytes send their data as 128-byte lines of 120 "
+     "data bytes and the call's epoch, which the receiver polls: no flag "
+     "barrier. Off (0) until measured over NVLink; the line region (16 MiB) "
+     "caps it at 8 MiB / ranks x 15/16 (3.75 MiB on 2 ranks)."},
     {"RELAY_CUDA_IPC_LAUNCH", K::kChoice, "graph", 0, 0, "graph|kernel", "Transports",
      "How cuda_ipc queues its kernels outside a stream being captured: "
      "graph relaunches a one-node CUDA graph per kernel with the call's "

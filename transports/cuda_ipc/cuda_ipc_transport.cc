@@ -119,6 +119,7 @@ struct Core final : DeviceWatchOwner {
   uint64_t exchange_slot_bytes = 0;  // ArenaLayout::ExchangeSlotBytes.
   uint64_t one_shot_bytes = 0;
   uint64_t low_latency_bytes = 0;  // RELAY_CUDA_IPC_LOW_LATENCY_BYTES.
+  uint64_t lines_bytes = 0;        // RELAY_CUDA_IPC_LINES_BYTES.
   void* arena = nullptr;
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
   std::vector<void*> opened;     // cudaIpcOpenMemHandle's.
@@ -360,7 +361,11 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
   l.two_shot = !one_shot;
-  l.low_latency = one_shot && c.size > 1 && count * esize <= c.low_latency_bytes;
+  const size_t bytes = count * esize;
+  l.low_latency = !one_shot || c.size == 1          ? cuda_ipc::kFlagBarriers
+                  : bytes <= c.low_latency_bytes ? cuda_ipc::kLowLatencyWords
+                  : bytes <= c.lines_bytes       ? cuda_ipc::kLowLatencyLines
+                                                 : cuda_ipc::kFlagBarriers;
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
@@ -450,12 +455,13 @@ absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
   const size_t total = count * esize / unit;
   // Where every rank takes from every peer, small chunks go as low-latency
   // words, whole (ipc_low_latency.cu).
-  l.low_latency = c.size > 1 && count * esize <= c.low_latency_bytes &&
-                  (kind == cuda_ipc::ExchangeKind::kAllGather ||
-                   kind == cuda_ipc::ExchangeKind::kAllToAll ||
-                   kind == cuda_ipc::ExchangeKind::kReduceScatter);
+  const bool words = c.size > 1 && count * esize <= c.low_latency_bytes &&
+                     (kind == cuda_ipc::ExchangeKind::kAllGather ||
+                      kind == cuda_ipc::ExchangeKind::kAllToAll ||
+                      kind == cuda_ipc::ExchangeKind::kReduceScatter);
+  l.low_latency = words ? cuda_ipc::kLowLatencyWords : cuda_ipc::kFlagBarriers;
   const size_t piece =
-      l.low_latency ? total : (c.exchange_slot_bytes / 16 * 16) / unit;
+      words ? total : (c.exchange_slot_bytes / 16 * 16) / unit;
   if (reduces) {
     RELAY_ASSIGN_OR_RETURN(l.type, TypeOf(dtype));
     l.op = static_cast<IpcOp>(static_cast<int>(args.op));
@@ -792,6 +798,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
                          ReadCount("RELAY_CUDA_IPC_LOW_LATENCY_BYTES",
                                    config.size > 2 ? kDefaultLowLatencyBytesMoreRanks
                                                    : kDefaultLowLatencyBytes));
+  // Off until NVLink measures them against the flag path (checked on one
+  // GPU only: ipc_kernels_test).
+  RELAY_ASSIGN_OR_RETURN(const uint64_t lines_bytes,
+                         ReadCount("RELAY_CUDA_IPC_LINES_BYTES", 0));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;
@@ -807,6 +817,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   // The region holds less a rank the more ranks share it.
   c.low_latency_bytes =
       std::min<uint64_t>(low_latency_bytes, cuda_ipc::ArenaLayout::LowLatencyBytes(c.size));
+  c.lines_bytes = std::min<uint64_t>(lines_bytes, cuda_ipc::ArenaLayout::LinesBytes(c.size));
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),

@@ -8,8 +8,8 @@
 //
 // Memory. Each rank allocates one arena (RELAY_CUDA_IPC_ARENA_BYTES, default
 // 256 MiB on 2 ranks and 1 GiB on more, for two data halves used in turn,
-// plus 24 MiB of flags, low-latency words and point-to-point channels)
-// with cudaMalloc and shares it through cudaIpcGetMemHandle, the handle
+// plus 40 MiB of flags, low-latency words and lines, and point-to-point
+// channels) with cudaMalloc and shares it through cudaIpcGetMemHandle, the handle
 // passing through the communicator's store; a peer in another process
 // opens it with cudaIpcOpenMemHandle, a peer thread of the same process
 // uses the pointer after cudaDeviceEnablePeerAccess. The legacy IPC handle, not cuMem's

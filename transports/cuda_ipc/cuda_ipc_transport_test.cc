@@ -88,9 +88,9 @@ TEST(CudaIpcTransportTest, NotViableWithoutGpuSaysWhy) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
 }
 
-// Every dtype and op; the low-latency path, one-shot, two-shot, and tails
-// that are not whole 16-byte units; aligned and misaligned buffers; in
-// place and not.
+// Every dtype and op; low-latency words, one-shot through the slots and a
+// flag barrier, two-shot, and tails that are not whole 16-byte units;
+// aligned and misaligned buffers; in place and not.
 absl::Status EveryDtypeAndOp() {
   return RunRanks(
       2, Factory(), DefaultEngine(),
@@ -114,6 +114,15 @@ absl::Status EveryDtypeAndOp() {
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
   absl::Status s = EveryDtypeAndOp();
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// The same with 128-byte lines (from 256 KiB to 3.75 MiB on 2 ranks).
+TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpOnLines) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  setenv("RELAY_CUDA_IPC_LINES_BYTES", "3932160", 1);
+  absl::Status s = EveryDtypeAndOp();
+  unsetenv("RELAY_CUDA_IPC_LINES_BYTES");
   EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -576,8 +585,8 @@ TEST(CudaIpcTransportTest, ArenaBytesInTheMetrics) {
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
         // 2 x 512 KiB halves, after 32 KiB of flags, 8 MiB of low-latency
-        // words and 16 MiB of point-to-point channels.
-        const uint64_t want = (1 << 20) + (32 << 10) + (24 << 20);
+        // words, 16 MiB of point-to-point channels and 16 MiB of lines.
+        const uint64_t want = (1 << 20) + (32 << 10) + (40 << 20);
         const std::string text = comm.MetricsText();
         const std::string line = absl::StrCat("relay_transport_device_bytes{rank=\"",
                                               comm.rank(), "\",size=\"2\",transport=\"cuda_ipc\"} ", want);

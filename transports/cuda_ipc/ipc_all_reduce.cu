@@ -198,7 +198,7 @@ int LaunchOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
 
 int LaunchAllReduce(const IpcLaunch& p, void* stream_ptr, KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-  if (p.low_latency) return LaunchLowLatencyAllReduce(p, stream, via);
+  if (p.low_latency != kFlagBarriers) return LaunchLowLatencyAllReduce(p, stream, via);
   switch (p.type) {
     case IpcType::kInt8: return LaunchOp<int8_t>(p, stream, via);
     case IpcType::kUint8: return LaunchOp<uint8_t>(p, stream, via);

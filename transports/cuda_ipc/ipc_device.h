@@ -65,6 +65,10 @@ __device__ __forceinline__ char* LowLatencySlot(const IpcLaunch& p, void* arena,
   return static_cast<char*>(arena) + ArenaLayout::kLowLatencyOffset +
          (static_cast<size_t>(half) * p.size + src) * ArenaLayout::LowLatencySlotBytes(p.size);
 }
+__device__ __forceinline__ char* LinesSlot(const IpcLaunch& p, void* arena, int half, int src) {
+  return static_cast<char*>(arena) + ArenaLayout::kLinesOffset +
+         (static_cast<size_t>(half) * p.size + src) * ArenaLayout::LinesSlotBytes(p.size);
+}
 
 __device__ __forceinline__ void StoreRelease(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
@@ -365,8 +369,9 @@ inline int BlocksFor(size_t work) {
   return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
 }
 
-// The low-latency kernels (ipc_low_latency.cu), for launches with
-// low_latency set; LaunchAllReduce and LaunchExchange hand such calls on.
+// The low-latency kernels (ipc_low_latency.cu), for launches whose
+// low_latency is not kFlagBarriers; LaunchAllReduce and LaunchExchange
+// hand such calls on.
 int LaunchLowLatencyAllReduce(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via);
 int LaunchLowLatencyExchange(const IpcLaunch& p, ExchangeKind kind, cudaStream_t stream,
                              KernelLauncher* via);

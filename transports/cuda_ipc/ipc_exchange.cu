@@ -269,7 +269,7 @@ int LaunchReduce(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
 int LaunchExchange(const IpcLaunch& p, ExchangeKind kind, void* stream_ptr,
                    KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-  if (p.low_latency) return LaunchLowLatencyExchange(p, kind, stream, via);
+  if (p.low_latency == kLowLatencyWords) return LaunchLowLatencyExchange(p, kind, stream, via);
   switch (kind) {
     case ExchangeKind::kAllGather: return LaunchCopy<ExchangeKind::kAllGather>(p, stream, via);
     case ExchangeKind::kBroadcast: return LaunchCopy<ExchangeKind::kBroadcast>(p, stream, via);

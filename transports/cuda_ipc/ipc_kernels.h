@@ -90,10 +90,21 @@ struct ArenaLayout {
   static_assert((kFlagWords + kCounterWords) * 4 <= kP2POffset);
   static_assert(kP2POffset + (kP2PDoneWord + 1) * 4 <= kLowLatencyOffset);
   static constexpr size_t kP2PChannelOffset = kLowLatencyOffset + kLowLatencyRegionBytes;
-  // What must start at zero: everything before the channels.
-  static constexpr size_t kZeroedBytes = kP2PChannelOffset;
-  static constexpr size_t kDataOffset =
+  // The line region, after the channels: a slot per half and source rank,
+  // split among the communicator's ranks, of 128-byte lines that each
+  // carry 120 data bytes and the epoch (one-shot all_reduces past the
+  // low-latency words, RELAY_CUDA_IPC_LINES_BYTES, up to LinesBytes(ranks):
+  // 3.75 MiB on 2 ranks).
+  static constexpr size_t kLinesOffset =
       kP2PChannelOffset + size_t{kMaxRanks} * 2 * kP2PChunkBytes;
+  static constexpr size_t kLinesRegionBytes = size_t{16} << 20;
+  static constexpr size_t LinesSlotBytes(int ranks) {
+    return kLinesRegionBytes / (2 * static_cast<size_t>(ranks)) / 512 * 512;
+  }
+  static constexpr size_t LinesBytes(int ranks) { return LinesSlotBytes(ranks) / 128 * 120; }
+  static constexpr size_t kDataOffset = kLinesOffset + kLinesRegionBytes;
+  // What must start at zero: everything before the data halves.
+  static constexpr size_t kZeroedBytes = kDataOffset;
   static size_t Bytes(size_t half_bytes) { return kDataOffset + 2 * half_bytes; }
   // all_reduce: a half holds 2 x `ranks` slots of this many bytes (a
   // multiple of 256): slot q < ranks takes rank q's contribution, slot
@@ -139,6 +150,15 @@ inline constexpr int kErrorSizeMismatch = 3;
 inline int ErrorCode(int word) { return word & 0xff; }
 inline int ErrorPeer(int word) { return (word >> 8) & 0xff; }
 
+// How a call's data and readiness travel (IpcLaunch::low_latency):
+// through the arena's slots and a flag barrier; as 8-byte words of 4 data
+// bytes and the epoch; or as 128-byte lines of 120 data bytes and the
+// epoch, stored by 8 threads of a warp at once, which NVLink delivers
+// whole (NCCL's LL128 relies on the same).
+inline constexpr int kFlagBarriers = 0;
+inline constexpr int kLowLatencyWords = 1;
+inline constexpr int kLowLatencyLines = 2;
+
 // No padding (checked below): the graph launcher compares a call's bytes
 // with the last call's to skip re-setting identical parameters.
 struct IpcLaunch {
@@ -175,11 +195,13 @@ struct IpcLaunch {
   // all_reduce (0 or 1). One-shot: count's bytes <= slot_bytes -
   // kTailBytes. Two-shot: each rank's slice (count / size, rounded up to
   // whole 16-byte units) too.
-  // Low latency (all_reduce one-shot, all_gather, all_to_all and
+  // kLowLatencyWords (all_reduce one-shot, all_gather, all_to_all and
   // reduce_scatter; size > 1): an all_reduce's or a chunk's bytes <=
-  // ArenaLayout::LowLatencyBytes(size), whatever slot_bytes is.
+  // ArenaLayout::LowLatencyBytes(size); kLowLatencyLines (all_reduce
+  // one-shot, size > 1): count's bytes <= ArenaLayout::LinesBytes(size);
+  // both whatever slot_bytes is.
   int two_shot = 0;
-  int low_latency = 0;
+  int low_latency = kFlagBarriers;
 };
 static_assert(std::has_unique_object_representations_v<IpcLaunch>,
               "IpcLaunch has padding");

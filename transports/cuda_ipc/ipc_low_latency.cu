@@ -4,6 +4,11 @@
 // and the call's epoch, and the peer polls the words themselves: no flag,
 // no fence and no barrier, one trip over NVLink a call.
 //
+// Larger one-shot all_reduces go as 128-byte lines instead: 120 data bytes
+// and the epoch, stored by 8 threads of a warp in one instruction, which
+// NVLink delivers whole; the receiving warp polls the lines' epochs. 1/16
+// of the bytes carry epochs, where words spend half.
+//
 // Only collectives where every rank takes data from every peer go this
 // way: a word of call k+1 from each peer shows that the peer finished call
 // k, which is what lets this rank write the arena half of call k again in
@@ -44,6 +49,32 @@ __device__ __forceinline__ void StoreEight(char* dst, size_t at, size_t end, uin
   for (int k = 0; k < 8 && at + k < end; ++k) d[k] = u.bytes[k];
 }
 
+// 8 bytes of T's elements, and their accumulation over the ranks in rank
+// order (every rank gets the same bits).
+template <typename T>
+union Eight {
+  static constexpr int kPer = 8 / sizeof(T);
+  uint64_t raw;
+  T e[kPer];
+};
+template <typename T, IpcOp kOp>
+struct Accumulator {
+  typename Acc<T>::type acc[Eight<T>::kPer];
+  // Rank q's 8 bytes, q = 0, 1, ... in turn.
+  __device__ __forceinline__ void Add(int q, Eight<T> u) {
+#pragma unroll
+    for (int k = 0; k < Eight<T>::kPer; ++k) {
+      acc[k] = q == 0 ? Widen(u.e[k]) : Apply<kOp>(acc[k], Widen(u.e[k]));
+    }
+  }
+  __device__ __forceinline__ uint64_t Result(int ranks) const {
+    Eight<T> o;
+#pragma unroll
+    for (int k = 0; k < Eight<T>::kPer; ++k) o.e[k] = Narrow<T>(Finish<kOp>(acc[k], ranks));
+    return o.raw;
+  }
+};
+
 // all_reduce sends its whole input to every peer and takes the whole output.
 struct AllReduceChunks {
   __device__ static size_t InputChunk(const IpcLaunch&, int) { return 0; }
@@ -58,12 +89,6 @@ struct AllReduceChunks {
 // Reductions combine in rank order, so every rank gets the same bits.
 template <typename T, IpcOp kOp, typename Chunks, bool kReduces>
 __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
-  using A = typename Acc<T>::type;
-  constexpr int kPer = 8 / sizeof(T);
-  union Unit {
-    uint64_t raw;
-    T e[kPer];
-  };
   __shared__ int s_failed;
   if (threadIdx.x == 0) s_failed = 0;  // BeginCall's barrier publishes it.
   void* own_arena = p.arenas[p.rank];
@@ -85,25 +110,19 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
                      LoadEight(input(d), at, bytes), epoch);
     }
     if constexpr (kReduces) {
-      A acc[kPer];
+      Accumulator<T, kOp> sum;
       for (int q = 0; q < n && ok; ++q) {
-        Unit u;
+        Eight<T> u;
         if (q == p.rank) {
           u.raw = LoadEight(input(q), at, bytes);
         } else {
           ok = TakeLowLatency(p, LowLatencySlot(p, own_arena, half, q), i, epoch, q, &s_failed,
                               &u.raw);
         }
-#pragma unroll
-        for (int k = 0; k < kPer; ++k) {
-          acc[k] = q == 0 ? Widen(u.e[k]) : Apply<kOp>(acc[k], Widen(u.e[k]));
-        }
+        sum.Add(q, u);
       }
       if (!ok) break;
-      Unit o;
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) o.e[k] = Narrow<T>(Finish<kOp>(acc[k], n));
-      StoreEight(output(p.rank), at, bytes, o.raw);
+      StoreEight(output(p.rank), at, bytes, sum.Result(n));
     } else {
       for (int q = 0; q < n && ok; ++q) {
         uint64_t word;
@@ -122,11 +141,137 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
   EndCall(p, 0, epoch);
 }
 
+__device__ __forceinline__ void StoreLine16(char* dst, uint64_t a, uint64_t b) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(dst), "l"(a), "l"(b)
+               : "memory");
+}
+__device__ __forceinline__ void LoadLine16(const char* src, uint64_t* a, uint64_t* b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(src)
+               : "memory");
+}
+
+// A warp's share of lines: each thread holds 16 bytes of one of 4 lines
+// (512 bytes a warp store); the 8th thread of a line holds its last 8 data
+// bytes and the epoch.
+constexpr size_t kLineData = 120;
+constexpr size_t kWarpLines = 4;
+constexpr size_t kSliceData = kWarpLines * kLineData;  // 480 bytes.
+constexpr size_t kSliceWire = kWarpLines * 128;        // 512 bytes.
+constexpr unsigned kFullWarp = 0xffffffffu;
+
+// Waits until every line of the slice at `src` that the warp reads carries
+// `epoch`, then reads the slice again (so that each thread's 16 bytes come
+// from a line seen whole); false if it gave up (the deadline or an abort,
+// which `*failed` passes to the block's other warps).
+__device__ bool TakeSlice(const IpcLaunch& p, const char* src, uint32_t epoch, int peer,
+                          bool epoch_thread, volatile int* failed, uint64_t* a, uint64_t* b) {
+  uint64_t start = 0;
+  uint32_t spins = 0;
+  while (true) {
+    LoadLine16(src, a, b);
+    if (!__any_sync(kFullWarp, epoch_thread && *b != epoch)) break;
+    if ((++spins & 255) != 0) continue;
+    int code = 0;
+    if ((threadIdx.x & 31) == 0) {
+      if (*failed) {
+        code = -1;
+      } else {
+        if (start == 0) start = GlobalTimer();
+        if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
+          code = kErrorAborted;
+        } else if (GlobalTimer() - start > p.timeout_ns) {
+          code = kErrorTimeout;
+        }
+      }
+    }
+    code = __shfl_sync(kFullWarp, code, 0);
+    if (code != 0) {
+      if (code > 0 && (threadIdx.x & 31) == 0) {
+        Report(p, code, peer);
+        *failed = 1;
+      }
+      return false;
+    }
+  }
+  LoadLine16(src, a, b);
+  return true;
+}
+
+// One-shot all_reduce on lines. Every warp pushes its slices to every peer,
+// then takes them slice by slice, reducing in rank order; the grid and
+// each warp's slices depend on the call's bytes alone.
+template <typename T, IpcOp kOp>
+__global__ void __launch_bounds__(kThreads) LinesAllReduceKernel(IpcLaunch p) {
+  __shared__ int s_failed;
+  if (threadIdx.x == 0) s_failed = 0;  // BeginCall's barrier publishes it.
+  void* own_arena = p.arenas[p.rank];
+  const uint32_t epoch = BeginCall(own_arena, 0);
+  const int half = epoch & 1;
+  const int n = p.size;
+  const size_t bytes = p.count * sizeof(T);
+  const char* in = static_cast<const char*>(p.input);
+  char* out = static_cast<char*>(p.output);
+  const int lane = threadIdx.x & 31;
+  const bool epoch_thread = lane % 8 == 7;
+  // This thread's data bytes within a slice, and its 16 bytes on the wire.
+  const size_t data_at = (lane / 8) * kLineData + (lane % 8) * 16;
+  const size_t wire_at = static_cast<size_t>(lane) * 16;
+  const size_t warp = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const size_t warps = static_cast<size_t>(gridDim.x) * blockDim.x / 32;
+  const size_t slices = (bytes + kSliceData - 1) / kSliceData;
+  for (size_t s = warp; s < slices; s += warps) {
+    const size_t at = s * kSliceData + data_at;
+    const uint64_t a = LoadEight(in, at, bytes);
+    const uint64_t b = epoch_thread ? epoch : LoadEight(in, at + 8, bytes);
+    for (int k = 1; k < n; ++k) {
+      const int d = Peer(p, blockIdx.x, k);
+      StoreLine16(LinesSlot(p, p.arenas[d], half, p.rank) + s * kSliceWire + wire_at, a, b);
+    }
+  }
+  bool ok = true;
+  for (size_t s = warp; s < slices && ok; s += warps) {
+    const size_t at = s * kSliceData + data_at;
+    Accumulator<T, kOp> first, second;  // This thread's two 8 bytes.
+    for (int q = 0; q < n && ok; ++q) {
+      Eight<T> a, b;
+      if (q == p.rank) {
+        a.raw = LoadEight(in, at, bytes);
+        b.raw = epoch_thread ? 0 : LoadEight(in, at + 8, bytes);
+      } else {
+        ok = TakeSlice(p, LinesSlot(p, own_arena, half, q) + s * kSliceWire + wire_at, epoch, q,
+                       epoch_thread, &s_failed, &a.raw, &b.raw);
+      }
+      first.Add(q, a);
+      second.Add(q, b);
+    }
+    if (!ok) break;
+    StoreEight(out, at, bytes, first.Result(n));
+    if (!epoch_thread) StoreEight(out, at + 8, bytes, second.Result(n));
+  }
+  EndCall(p, 0, epoch);
+}
+
+// A warp per 8 slices (3.75 KiB), up to kMaxBlocks blocks: the same on
+// every rank.
+int LinesBlocks(size_t bytes) {
+  const size_t slices = (bytes + kSliceData - 1) / kSliceData;
+  return BlocksFor(slices * 32 / 8);
+}
+
+template <typename T, IpcOp kOp>
+int LaunchLines(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
+  return Queue(LinesAllReduceKernel<T, kOp>, LinesBlocks(p.count * sizeof(T)), kThreads, p,
+               stream, via);
+}
+
 // A thread per 8-byte unit, up to kMaxBlocks blocks: the same on every rank.
 int Blocks(size_t bytes) { return BlocksFor((bytes + 7) / 8); }
 
 template <typename T, IpcOp kOp, typename Chunks>
 int LaunchReducing(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
+  if constexpr (std::is_same_v<Chunks, AllReduceChunks>) {
+    if (p.low_latency == kLowLatencyLines) return LaunchLines<T, kOp>(p, stream, via);
+  }
   return Queue(LowLatencyKernel<T, kOp, Chunks, true>, Blocks(p.count * sizeof(T)), kThreads,
                p, stream, via);
 }

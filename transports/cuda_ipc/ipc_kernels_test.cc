@@ -1,0 +1,185 @@
+// The cuda_ipc kernels alone, two ranks on one GPU: both ranks' arenas in
+// this GPU's memory, each rank's kernel on a stream of its own, running at
+// once. No NVLink and no transport, but every protocol's layout, epochs,
+// arena halves and arithmetic, on any machine with one GPU. Grids stay
+// small so that both ranks' blocks fit the GPU together (a kernel waits
+// for its peer's); a deadline turns a miss into a failure, not a hang.
+// Kernels load with the context (CUDA_MODULE_LOADING=EAGER): loaded lazily,
+// a kernel's first launch waited for the GPU to go idle, which the other
+// rank's kernel, waiting for it, never did (seen: every first use of a
+// kernel timed out).
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "runtime/data_type.h"
+#include "testing/reference.h"
+#include "transports/cuda_ipc/ipc_kernels.h"
+
+namespace relay {
+namespace cuda_ipc {
+namespace {
+
+// Before any CUDA call of the process.
+const bool kEagerLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 1) == 0;
+
+bool HaveGpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+constexpr size_t kHalfBytes = size_t{4} << 20;
+
+IpcType TypeOf(DataType t) {
+  switch (t) {
+    case DataType::kInt8: return IpcType::kInt8;
+    case DataType::kBfloat16: return IpcType::kBfloat16;
+    case DataType::kFloat64: return IpcType::kFloat64;
+    default: return IpcType::kFloat32;
+  }
+}
+
+class TwoRanksOnOneGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGpu()) GTEST_SKIP() << "no GPU visible";
+    ASSERT_CUDA(cudaSetDevice(0));
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_CUDA(cudaMalloc(&arena_[r], ArenaLayout::Bytes(kHalfBytes)));
+      ASSERT_CUDA(cudaMemset(arena_[r], 0, ArenaLayout::kZeroedBytes));
+      ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
+    }
+    ASSERT_CUDA(cudaMalloc(&words_, 3 * sizeof(int)));  // Abort, two errors.
+    ASSERT_CUDA(cudaMemset(words_, 0, 3 * sizeof(int)));
+  }
+  void TearDown() override {
+    for (int r = 0; r < 2; ++r) {
+      if (arena_[r] != nullptr) cudaFree(arena_[r]);
+      if (stream_[r] != nullptr) cudaStreamDestroy(stream_[r]);
+    }
+    if (words_ != nullptr) cudaFree(words_);
+  }
+
+  IpcLaunch Base(int rank) const {
+    IpcLaunch l;
+    l.rank = rank;
+    l.size = 2;
+    l.arenas[0] = arena_[0];
+    l.arenas[1] = arena_[1];
+    l.half_bytes = kHalfBytes;
+    l.slot_bytes = ArenaLayout::SlotBytes(kHalfBytes, 2);
+    l.abort_flag = words_;
+    l.error = words_ + 1 + rank;
+    l.timeout_ns = 5'000'000'000ull;
+    return l;
+  }
+
+  // An all_reduce of `count` elements on both ranks by `protocol`
+  // (two-shot where `two_shot`), the input `offset` elements into rank 1's
+  // allocation; every element of both outputs checked.
+  void AllReduce(DataType dtype, ReduceOp op, size_t count, int protocol, bool two_shot,
+                 size_t offset, int salt) {
+    SCOPED_TRACE(absl::StrCat(DataTypeName(dtype), " ", ReduceOpName(op), " count ", count,
+                              " protocol ", protocol, two_shot ? " two-shot" : "",
+                              " offset ", offset));
+    const size_t esize = DataTypeSize(dtype);
+    char* in[2] = {};
+    char* out[2] = {};
+    for (int r = 0; r < 2; ++r) {
+      const size_t shift = r == 1 ? offset * esize : 0;
+      ASSERT_CUDA(cudaMalloc(&in[r], count * esize + shift));
+      ASSERT_CUDA(cudaMalloc(&out[r], count * esize + shift));
+      in[r] += shift;
+      out[r] += shift;
+      const std::vector<char> host = Encode(dtype, InputValues(dtype, op, r + salt, count));
+      ASSERT_CUDA(cudaMemcpy(in[r], host.data(), host.size(), cudaMemcpyHostToDevice));
+    }
+    ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));  // The error words.
+    for (int r = 0; r < 2; ++r) {
+      IpcLaunch l = Base(r);
+      l.input = in[r];
+      l.output = out[r];
+      l.count = count;
+      l.type = TypeOf(dtype);
+      l.op = static_cast<IpcOp>(static_cast<int>(op));
+      l.low_latency = protocol;
+      l.two_shot = two_shot ? 1 : 0;
+      ASSERT_EQ(LaunchAllReduce(l, stream_[r]), 0);
+    }
+    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+    int errors[2] = {};
+    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(errors[0], 0);
+    EXPECT_EQ(errors[1], 0);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<char> got(count * esize);
+      ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < count; ++i) {
+        const double want = ReduceValues(
+            dtype, op, {InputValue(dtype, op, salt, i), InputValue(dtype, op, 1 + salt, i)});
+        const double have = DecodeAt(dtype, got.data(), i);
+        if (!Matches(dtype, op, want, have)) {
+          ADD_FAILURE() << "rank " << r << " element " << i << " is " << have << ", want "
+                        << want;
+          break;
+        }
+      }
+      const size_t shift = r == 1 ? offset * esize : 0;
+      cudaFree(in[r] - shift);
+      cudaFree(out[r] - shift);
+    }
+  }
+
+  void* arena_[2] = {};
+  cudaStream_t stream_[2] = {};
+  int* words_ = nullptr;
+};
+
+TEST_F(TwoRanksOnOneGpu, TwoShot) {
+  int salt = 0;
+  for (size_t offset : {size_t{0}, size_t{1}}) {
+    for (size_t count : {size_t{60013}, size_t{400001}, size_t{64}}) {
+      AllReduce(DataType::kFloat32, ReduceOp::kSum, count, kFlagBarriers, true, offset, ++salt);
+    }
+  }
+}
+
+TEST_F(TwoRanksOnOneGpu, EveryProtocolEveryDtype) {
+  int salt = 0;
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8, DataType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      for (size_t count : {size_t{1}, size_t{13}, size_t{4099}}) {
+        AllReduce(dtype, op, count, kLowLatencyWords, false, 0, ++salt);
+      }
+      // Lines: one slice, a partial last line, many slices per warp.
+      for (size_t count : {size_t{7}, size_t{5003}, size_t{300001}}) {
+        AllReduce(dtype, op, count, kLowLatencyLines, false, 0, ++salt);
+        AllReduce(dtype, op, count, kLowLatencyLines, false, 1, ++salt);
+      }
+      AllReduce(dtype, op, 20011, kFlagBarriers, false, 0, ++salt);
+      AllReduce(dtype, op, 60013, kFlagBarriers, true, 1, ++salt);
+    }
+  }
+}
+
+// Calls in a row alternate the arena halves and mix the protocols: each
+// call's epoch must tell its data from what the call two before left.
+TEST_F(TwoRanksOnOneGpu, ManyCallsInARow) {
+  const int protocols[] = {kLowLatencyWords, kLowLatencyLines, kFlagBarriers};
+  for (int i = 0; i < 60; ++i) {
+    AllReduce(DataType::kFloat32, ReduceOp::kSum, i % 2 ? 3001 : 70001, protocols[i % 3],
+              false, 0, i);
+  }
+}
+
+}  // namespace
+}  // namespace cuda_ipc
+}  // namespace relay
