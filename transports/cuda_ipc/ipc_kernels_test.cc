@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "runtime/collective.h"
 #include "runtime/data_type.h"
 #include "testing/reference.h"
 #include "transports/cuda_ipc/ipc_kernels.h"
@@ -137,6 +138,61 @@ class TwoRanksOnOneGpu : public ::testing::Test {
     }
   }
 
+  // `kind` (all_gather, all_to_all or reduce_scatter) with chunks of
+  // `count` elements on both ranks by `protocol`; every element of both
+  // outputs checked against the reference (ranks sent InputValues(r)).
+  void Exchange(CollectiveKind kind, ExchangeKind as, DataType dtype, size_t count,
+                int protocol) {
+    SCOPED_TRACE(absl::StrCat(CollectiveName(kind), " ", DataTypeName(dtype), " count ",
+                              count, " protocol ", protocol));
+    const size_t esize = DataTypeSize(dtype);
+    const bool reduces = kind == CollectiveKind::kReduceScatter;
+    const size_t send = kind == CollectiveKind::kAllGather ? count : 2 * count;
+    const size_t recv = reduces ? count : 2 * count;
+    char* in[2] = {};
+    char* out[2] = {};
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_CUDA(cudaMalloc(&in[r], send * esize));
+      ASSERT_CUDA(cudaMalloc(&out[r], recv * esize));
+      const std::vector<char> host =
+          Encode(dtype, InputValues(dtype, ReduceOp::kSum, r, send));
+      ASSERT_CUDA(cudaMemcpy(in[r], host.data(), host.size(), cudaMemcpyHostToDevice));
+    }
+    ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));
+    for (int r = 0; r < 2; ++r) {
+      IpcLaunch l = Base(r);
+      l.slot_bytes = ArenaLayout::ExchangeSlotBytes(kHalfBytes, 2);
+      l.input = in[r];
+      l.output = out[r];
+      l.count = reduces ? count : count * esize;  // Copies move bytes.
+      l.stride = l.count;
+      l.type = TypeOf(dtype);
+      l.op = IpcOp::kSum;
+      l.low_latency = protocol;
+      ASSERT_EQ(LaunchExchange(l, as, stream_[r]), 0);
+    }
+    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+    int errors[2] = {};
+    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(errors[0], 0);
+    EXPECT_EQ(errors[1], 0);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<char> got(recv * esize);
+      ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < recv; ++i) {
+        const double want = ExpectedValue(kind, dtype, ReduceOp::kSum, 0, r, 2, count, i);
+        const double have = DecodeAt(dtype, got.data(), i);
+        if (!Matches(dtype, ReduceOp::kSum, want, have)) {
+          ADD_FAILURE() << "rank " << r << " element " << i << " is " << have << ", want "
+                        << want;
+          break;
+        }
+      }
+      cudaFree(in[r]);
+      cudaFree(out[r]);
+    }
+  }
+
   void* arena_[2] = {};
   cudaStream_t stream_[2] = {};
   int* words_ = nullptr;
@@ -166,6 +222,26 @@ TEST_F(TwoRanksOnOneGpu, EveryProtocolEveryDtype) {
       }
       AllReduce(dtype, op, 20011, kFlagBarriers, false, 0, ++salt);
       AllReduce(dtype, op, 60013, kFlagBarriers, true, 1, ++salt);
+    }
+  }
+}
+
+// all_gather, all_to_all and reduce_scatter on words (up to the 1 MiB a
+// chunk the region holds on 2 ranks) and through the slots.
+TEST_F(TwoRanksOnOneGpu, Exchanges) {
+  const struct {
+    CollectiveKind kind;
+    ExchangeKind as;
+  } kinds[] = {{CollectiveKind::kAllGather, ExchangeKind::kAllGather},
+               {CollectiveKind::kAllToAll, ExchangeKind::kAllToAll},
+               {CollectiveKind::kReduceScatter, ExchangeKind::kReduceScatter}};
+  for (const auto& k : kinds) {
+    for (DataType dtype : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8}) {
+      const size_t largest = ArenaLayout::LowLatencyBytes(2) / DataTypeSize(dtype);
+      for (size_t count : {size_t{1}, size_t{4099}, largest / 2, largest}) {
+        Exchange(k.kind, k.as, dtype, count, kLowLatencyWords);
+      }
+      Exchange(k.kind, k.as, dtype, 30011, kFlagBarriers);
     }
   }
 }
