@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,11 @@ IpcType TypeOf(DataType t) {
     case DataType::kInt8: return IpcType::kInt8;
     case DataType::kBfloat16: return IpcType::kBfloat16;
     case DataType::kFloat64: return IpcType::kFloat64;
-    default: return IpcType::kFloat32;
+    case DataType::kFloat32: return IpcType::kFloat32;
+    default: break;
   }
+  ADD_FAILURE() << "no IpcType for " << DataTypeName(t) << " in this test";
+  return IpcType::kFloat32;
 }
 
 class TwoRanksOnOneGpu : public ::testing::Test {
@@ -82,6 +86,29 @@ class TwoRanksOnOneGpu : public ::testing::Test {
     return l;
   }
 
+  // Waits for both ranks' kernels, expects neither reported an error, and
+  // checks the first `elements` of each rank's output against want(rank, i).
+  void FinishAndCheck(char* const out[2], DataType dtype, ReduceOp op, size_t elements,
+                      const std::function<double(int, size_t)>& want) {
+    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+    int errors[2] = {};
+    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(errors[0], 0);
+    EXPECT_EQ(errors[1], 0);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<char> got(elements * DataTypeSize(dtype));
+      ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < elements; ++i) {
+        const double have = DecodeAt(dtype, got.data(), i);
+        if (!Matches(dtype, op, want(r, i), have)) {
+          ADD_FAILURE() << "rank " << r << " element " << i << " is " << have << ", want "
+                        << want(r, i);
+          break;
+        }
+      }
+    }
+  }
+
   // An all_reduce of `count` elements on both ranks by `protocol`
   // (two-shot where `two_shot`), the input `offset` elements into rank 1's
   // allocation; every element of both outputs checked.
@@ -114,24 +141,11 @@ class TwoRanksOnOneGpu : public ::testing::Test {
       l.two_shot = two_shot ? 1 : 0;
       ASSERT_EQ(LaunchAllReduce(l, stream_[r]), 0);
     }
-    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
-    int errors[2] = {};
-    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
-    EXPECT_EQ(errors[0], 0);
-    EXPECT_EQ(errors[1], 0);
+    FinishAndCheck(out, dtype, op, count, [&](int, size_t i) {
+      return ReduceValues(dtype, op,
+                          {InputValue(dtype, op, salt, i), InputValue(dtype, op, 1 + salt, i)});
+    });
     for (int r = 0; r < 2; ++r) {
-      std::vector<char> got(count * esize);
-      ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < count; ++i) {
-        const double want = ReduceValues(
-            dtype, op, {InputValue(dtype, op, salt, i), InputValue(dtype, op, 1 + salt, i)});
-        const double have = DecodeAt(dtype, got.data(), i);
-        if (!Matches(dtype, op, want, have)) {
-          ADD_FAILURE() << "rank " << r << " element " << i << " is " << have << ", want "
-                        << want;
-          break;
-        }
-      }
       const size_t shift = r == 1 ? offset * esize : 0;
       cudaFree(in[r] - shift);
       cudaFree(out[r] - shift);
@@ -171,23 +185,10 @@ class TwoRanksOnOneGpu : public ::testing::Test {
       l.low_latency = protocol;
       ASSERT_EQ(LaunchExchange(l, as, stream_[r]), 0);
     }
-    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
-    int errors[2] = {};
-    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
-    EXPECT_EQ(errors[0], 0);
-    EXPECT_EQ(errors[1], 0);
+    FinishAndCheck(out, dtype, ReduceOp::kSum, recv, [&](int r, size_t i) {
+      return ExpectedValue(kind, dtype, ReduceOp::kSum, 0, r, 2, count, i);
+    });
     for (int r = 0; r < 2; ++r) {
-      std::vector<char> got(recv * esize);
-      ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < recv; ++i) {
-        const double want = ExpectedValue(kind, dtype, ReduceOp::kSum, 0, r, 2, count, i);
-        const double have = DecodeAt(dtype, got.data(), i);
-        if (!Matches(dtype, ReduceOp::kSum, want, have)) {
-          ADD_FAILURE() << "rank " << r << " element " << i << " is " << have << ", want "
-                        << want;
-          break;
-        }
-      }
       cudaFree(in[r]);
       cudaFree(out[r]);
     }
