@@ -27,6 +27,7 @@ targets=(
   //bench:collectives
   //bench:device_reduce
   //bench:launch_cost
+  //bench:peer_copy
   //bench/peers:nccl_collectives
   //collectives:device_reduce_test
   //runtime:device_watch_test

@@ -33,7 +33,11 @@
 # under other settings, eager and replayed from a graph (variants
 # cuda_ipc-NAME and cuda_ipc-graph-NAME), e.g.
 # "flags:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=0". MIN_SIZE (default 8) is the
-# sweep's first size.
+# sweep's first size. COPY=1 (the default, with 2 or more GPUs) adds the
+# GPU-to-GPU copy ceiling to every collective (variant copy, peer_copy: each
+# GPU copies S bytes into the next one's memory by the copy engines, all at
+# once; busbw = S / time), so `relaybench table OUT/C --reference copy`
+# gives each variant's fraction of the links; COPY=0 leaves it out.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -92,6 +96,10 @@ python3 $here/torch_symm_mem.py ${sweep[*]} -c $check --json {out}.json")
     else
       echo "TORCH_SYMM=1: python3 cannot import torch's symmetric memory; side torch-symm left out"
     fi
+  fi
+  if [ "${COPY:-1}" = 1 ] && [ "$gpus" -ge 2 ]; then
+    # The links' ceiling: every GPU copying S bytes to the next at once.
+    sides+=("copy=$here/peer_copy ${sweep[*]} -c $check --json {out}.json")
   fi
   PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
   PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \

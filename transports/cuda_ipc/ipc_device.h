@@ -130,21 +130,28 @@ __device__ __forceinline__ void Report(const IpcLaunch& p, int code, int peer) {
   if (p.error != nullptr) *reinterpret_cast<volatile int*>(p.error) = code | (peer << 8);
 }
 
+// Why a wait for a peer should stop now: kErrorAborted once the host set
+// the abort flag, kErrorTimeout once the deadline passed since the wait's
+// first check (`*start`, 0 until then), else 0. Waits call it every 256th
+// spin, so one that ends sooner never reads the clock.
+__device__ inline int GiveUpReason(const IpcLaunch& p, uint64_t* start) {
+  if (*start == 0) *start = GlobalTimer();
+  if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) return kErrorAborted;
+  if (GlobalTimer() - *start > p.timeout_ns) return kErrorTimeout;
+  return 0;
+}
+
 // Waits (one thread) until *word reaches `target` (in wrapping order), the
 // deadline passes or the host aborts; false if it gave up, after reporting
 // why and `peer`.
 __device__ inline bool WaitAtLeast(const IpcLaunch& p, const uint32_t* word, uint32_t target,
                                    int peer) {
-  const uint64_t start = GlobalTimer();
+  uint64_t start = 0;
   uint32_t spins = 0;
   while (static_cast<int32_t>(LoadAcquire(word) - target) < 0) {
     if ((++spins & 255) != 0) continue;
-    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
-      Report(p, kErrorAborted, peer);
-      return false;
-    }
-    if (GlobalTimer() - start > p.timeout_ns) {
-      Report(p, kErrorTimeout, peer);
+    if (const int code = GiveUpReason(p, &start); code != 0) {
+      Report(p, code, peer);
       return false;
     }
   }
@@ -182,14 +189,7 @@ __device__ inline bool WaitLowLatency(const IpcLaunch& p, const uint2* word, uin
     }
     if ((++spins & 255) != 0) continue;
     if (*failed) return false;
-    if (start == 0) start = GlobalTimer();
-    int code = 0;
-    if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
-      code = kErrorAborted;
-    } else if (GlobalTimer() - start > p.timeout_ns) {
-      code = kErrorTimeout;
-    }
-    if (code != 0) {
+    if (const int code = GiveUpReason(p, &start); code != 0) {
       Report(p, code, peer);
       *failed = 1;
       return false;

@@ -10,6 +10,7 @@
 // kernel timed out).
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -194,6 +195,32 @@ class TwoRanksOnOneGpu : public ::testing::Test {
     }
   }
 
+  // Queues `launch` for rank 0 alone (rank 1 never calls, as if killed)
+  // on fresh arenas and expects its kernel to give up with `code`, naming
+  // rank 1: at the deadline (20 ms), or at once with the abort flag up (and
+  // a deadline of a minute, which the wait must not reach).
+  void ExpectLoneRankGivesUp(const char* what, int code,
+                             const std::function<int(IpcLaunch, cudaStream_t)>& launch) {
+    SCOPED_TRACE(absl::StrCat(what, code == kErrorAborted ? " aborted" : " deadline"));
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_CUDA(cudaMemset(arena_[r], 0, ArenaLayout::kZeroedBytes));
+    }
+    const int abort_and_errors[3] = {code == kErrorAborted ? 1 : 0, 0, 0};
+    ASSERT_CUDA(cudaMemcpy(words_, abort_and_errors, sizeof(abort_and_errors),
+                           cudaMemcpyHostToDevice));
+    IpcLaunch l = Base(0);
+    l.timeout_ns = code == kErrorAborted ? 60'000'000'000ull : 20'000'000ull;
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(launch(l, stream_[0]), 0);
+    ASSERT_CUDA(cudaStreamSynchronize(stream_[0]));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    int error = 0;
+    ASSERT_CUDA(cudaMemcpy(&error, words_ + 1, sizeof(error), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(ErrorCode(error), code) << "error word " << error;
+    EXPECT_EQ(ErrorPeer(error), 1) << "error word " << error;
+    ASSERT_CUDA(cudaMemset(words_, 0, sizeof(int)));  // Lower the abort flag.
+  }
+
   void* arena_[2] = {};
   cudaStream_t stream_[2] = {};
   int* words_ = nullptr;
@@ -255,6 +282,75 @@ TEST_F(TwoRanksOnOneGpu, ManyCallsInARow) {
     AllReduce(DataType::kFloat32, ReduceOp::kSum, i % 2 ? 3001 : 70001, protocols[i % 3],
               false, 0, i);
   }
+}
+
+// Every kind of wait for a peer gives up when the peer never comes: at the
+// deadline or on the abort flag, reporting which peer. Both ranks' calls
+// work afterwards on the same GPU and arenas.
+TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
+  char* in = nullptr;
+  char* out = nullptr;
+  const size_t bytes = size_t{1} << 20;
+  ASSERT_CUDA(cudaMalloc(&in, bytes));
+  ASSERT_CUDA(cudaMalloc(&out, 2 * bytes));
+  ASSERT_CUDA(cudaMemset(in, 1, bytes));
+  auto all_reduce = [&](size_t count, int protocol, bool two_shot) {
+    return [=](IpcLaunch l, cudaStream_t stream) {
+      l.input = in;
+      l.output = out;
+      l.count = count;
+      l.low_latency = protocol;
+      l.two_shot = two_shot ? 1 : 0;
+      return LaunchAllReduce(l, stream);
+    };
+  };
+  auto exchange = [&](ExchangeKind kind, size_t count, int protocol) {
+    return [=](IpcLaunch l, cudaStream_t stream) {
+      l.slot_bytes = ArenaLayout::ExchangeSlotBytes(kHalfBytes, 2);
+      l.input = in;
+      l.output = out;
+      l.count = count;
+      l.stride = count;
+      l.root = 1;
+      l.low_latency = protocol;
+      return LaunchExchange(l, kind, stream);
+    };
+  };
+  auto receive = [&](IpcLaunch l, cudaStream_t stream) {
+    P2PLaunch p2p;
+    p2p.base = l;
+    p2p.ops = 1;
+    p2p.op[0] = {out, 5000, 1, false};
+    return LaunchP2P(p2p, stream);
+  };
+  auto teardown = [](IpcLaunch l, cudaStream_t stream) {
+    return LaunchTeardownBarrier(l, stream);
+  };
+  const struct {
+    const char* what;
+    std::function<int(IpcLaunch, cudaStream_t)> launch;
+  } waits[] = {
+      {"all_reduce on words", all_reduce(13, kLowLatencyWords, false)},
+      {"all_reduce on lines", all_reduce(5003, kLowLatencyLines, false)},
+      {"one-shot all_reduce", all_reduce(20011, kFlagBarriers, false)},
+      {"two-shot all_reduce", all_reduce(60013, kFlagBarriers, true)},
+      {"all_gather on words", exchange(ExchangeKind::kAllGather, 1000, kLowLatencyWords)},
+      {"all_gather", exchange(ExchangeKind::kAllGather, 30011, kFlagBarriers)},
+      {"broadcast from rank 1", exchange(ExchangeKind::kBroadcast, 30011, kFlagBarriers)},
+      {"receive from rank 1", receive},
+      {"teardown barrier", teardown},
+  };
+  for (const auto& w : waits) {
+    ExpectLoneRankGivesUp(w.what, kErrorTimeout, w.launch);
+    ExpectLoneRankGivesUp(w.what, kErrorAborted, w.launch);
+  }
+  cudaFree(in);
+  cudaFree(out);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_CUDA(cudaMemset(arena_[r], 0, ArenaLayout::kZeroedBytes));
+  }
+  AllReduce(DataType::kFloat32, ReduceOp::kSum, 4099, kLowLatencyWords, false, 0, 1);
+  AllReduce(DataType::kFloat32, ReduceOp::kSum, 60013, kFlagBarriers, true, 0, 2);
 }
 
 }  // namespace

@@ -75,6 +75,30 @@ struct Accumulator {
   }
 };
 
+// What every low-latency kernel starts with: the call's epoch, the arena
+// half it uses, this rank's arena, and the block's give-up word (set by a
+// thread that gave up, so that the others stop waiting).
+struct LowLatencyCall {
+  uint32_t epoch;
+  int half;
+  void* own_arena;
+  volatile int* failed;
+  const char* in;
+  char* out;
+};
+__device__ __forceinline__ LowLatencyCall BeginLowLatencyCall(const IpcLaunch& p) {
+  __shared__ int s_failed;
+  if (threadIdx.x == 0) s_failed = 0;  // BeginCall's barrier publishes it.
+  LowLatencyCall c;
+  c.own_arena = p.arenas[p.rank];
+  c.epoch = BeginCall(c.own_arena, 0);
+  c.half = c.epoch & 1;
+  c.failed = &s_failed;
+  c.in = static_cast<const char*>(p.input);
+  c.out = static_cast<char*>(p.output);
+  return c;
+}
+
 // all_reduce sends its whole input to every peer and takes the whole output.
 struct AllReduceChunks {
   __device__ static size_t InputChunk(const IpcLaunch&, int) { return 0; }
@@ -89,25 +113,19 @@ struct AllReduceChunks {
 // Reductions combine in rank order, so every rank gets the same bits.
 template <typename T, IpcOp kOp, typename Chunks, bool kReduces>
 __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
-  __shared__ int s_failed;
-  if (threadIdx.x == 0) s_failed = 0;  // BeginCall's barrier publishes it.
-  void* own_arena = p.arenas[p.rank];
-  const uint32_t epoch = BeginCall(own_arena, 0);
-  const int half = epoch & 1;
+  const LowLatencyCall c = BeginLowLatencyCall(p);
   const int n = p.size;
   const size_t bytes = p.count * sizeof(T);
-  const char* in = static_cast<const char*>(p.input);
-  char* out = static_cast<char*>(p.output);
-  auto input = [&](int d) { return in + Chunks::InputChunk(p, d) * sizeof(T); };
-  auto output = [&](int q) { return out + Chunks::OutputChunk(p, q) * sizeof(T); };
+  auto input = [&](int d) { return c.in + Chunks::InputChunk(p, d) * sizeof(T); };
+  auto output = [&](int q) { return c.out + Chunks::OutputChunk(p, q) * sizeof(T); };
   const Range r = Split(0, (bytes + 7) / 8, blockIdx.x, gridDim.x);
   bool ok = true;
   for (size_t i = r.begin + threadIdx.x; i < r.end && ok; i += blockDim.x) {
     const size_t at = i * 8;
     for (int k = 1; k < n; ++k) {
       const int d = Peer(p, blockIdx.x, k);
-      PushLowLatency(LowLatencySlot(p, p.arenas[d], half, p.rank), i,
-                     LoadEight(input(d), at, bytes), epoch);
+      PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), i,
+                     LoadEight(input(d), at, bytes), c.epoch);
     }
     if constexpr (kReduces) {
       Accumulator<T, kOp> sum;
@@ -116,8 +134,8 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
         if (q == p.rank) {
           u.raw = LoadEight(input(q), at, bytes);
         } else {
-          ok = TakeLowLatency(p, LowLatencySlot(p, own_arena, half, q), i, epoch, q, &s_failed,
-                              &u.raw);
+          ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), i, c.epoch, q,
+                              c.failed, &u.raw);
         }
         sum.Add(q, u);
       }
@@ -130,15 +148,15 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
           if (input(q) == output(q)) continue;  // In place: there.
           word = LoadEight(input(q), at, bytes);
         } else {
-          ok = TakeLowLatency(p, LowLatencySlot(p, own_arena, half, q), i, epoch, q, &s_failed,
-                              &word);
+          ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), i, c.epoch, q,
+                              c.failed, &word);
           if (!ok) break;
         }
         StoreEight(output(q), at, bytes, word);
       }
     }
   }
-  EndCall(p, 0, epoch);
+  EndCall(p, 0, c.epoch);
 }
 
 __device__ __forceinline__ void StoreLine16(char* dst, uint64_t a, uint64_t b) {
@@ -173,16 +191,7 @@ __device__ bool TakeSlice(const IpcLaunch& p, const char* src, uint32_t epoch, i
     if ((++spins & 255) != 0) continue;
     int code = 0;
     if ((threadIdx.x & 31) == 0) {
-      if (*failed) {
-        code = -1;
-      } else {
-        if (start == 0) start = GlobalTimer();
-        if (*reinterpret_cast<const volatile int*>(p.abort_flag) != 0) {
-          code = kErrorAborted;
-        } else if (GlobalTimer() - start > p.timeout_ns) {
-          code = kErrorTimeout;
-        }
-      }
+      code = *failed ? -1 : GiveUpReason(p, &start);
     }
     code = __shfl_sync(kFullWarp, code, 0);
     if (code != 0) {
@@ -202,15 +211,9 @@ __device__ bool TakeSlice(const IpcLaunch& p, const char* src, uint32_t epoch, i
 // each warp's slices depend on the call's bytes alone.
 template <typename T, IpcOp kOp>
 __global__ void __launch_bounds__(kThreads) LinesAllReduceKernel(IpcLaunch p) {
-  __shared__ int s_failed;
-  if (threadIdx.x == 0) s_failed = 0;  // BeginCall's barrier publishes it.
-  void* own_arena = p.arenas[p.rank];
-  const uint32_t epoch = BeginCall(own_arena, 0);
-  const int half = epoch & 1;
+  const LowLatencyCall c = BeginLowLatencyCall(p);
   const int n = p.size;
   const size_t bytes = p.count * sizeof(T);
-  const char* in = static_cast<const char*>(p.input);
-  char* out = static_cast<char*>(p.output);
   const int lane = threadIdx.x & 31;
   const bool epoch_thread = lane % 8 == 7;
   // This thread's data bytes within a slice, and its 16 bytes on the wire.
@@ -221,11 +224,11 @@ __global__ void __launch_bounds__(kThreads) LinesAllReduceKernel(IpcLaunch p) {
   const size_t slices = (bytes + kSliceData - 1) / kSliceData;
   for (size_t s = warp; s < slices; s += warps) {
     const size_t at = s * kSliceData + data_at;
-    const uint64_t a = LoadEight(in, at, bytes);
-    const uint64_t b = epoch_thread ? epoch : LoadEight(in, at + 8, bytes);
+    const uint64_t a = LoadEight(c.in, at, bytes);
+    const uint64_t b = epoch_thread ? c.epoch : LoadEight(c.in, at + 8, bytes);
     for (int k = 1; k < n; ++k) {
       const int d = Peer(p, blockIdx.x, k);
-      StoreLine16(LinesSlot(p, p.arenas[d], half, p.rank) + s * kSliceWire + wire_at, a, b);
+      StoreLine16(LinesSlot(p, p.arenas[d], c.half, p.rank) + s * kSliceWire + wire_at, a, b);
     }
   }
   bool ok = true;
@@ -235,20 +238,20 @@ __global__ void __launch_bounds__(kThreads) LinesAllReduceKernel(IpcLaunch p) {
     for (int q = 0; q < n && ok; ++q) {
       Eight<T> a, b;
       if (q == p.rank) {
-        a.raw = LoadEight(in, at, bytes);
-        b.raw = epoch_thread ? 0 : LoadEight(in, at + 8, bytes);
+        a.raw = LoadEight(c.in, at, bytes);
+        b.raw = epoch_thread ? 0 : LoadEight(c.in, at + 8, bytes);
       } else {
-        ok = TakeSlice(p, LinesSlot(p, own_arena, half, q) + s * kSliceWire + wire_at, epoch, q,
-                       epoch_thread, &s_failed, &a.raw, &b.raw);
+        ok = TakeSlice(p, LinesSlot(p, c.own_arena, c.half, q) + s * kSliceWire + wire_at, c.epoch,
+                       q, epoch_thread, c.failed, &a.raw, &b.raw);
       }
       first.Add(q, a);
       second.Add(q, b);
     }
     if (!ok) break;
-    StoreEight(out, at, bytes, first.Result(n));
-    if (!epoch_thread) StoreEight(out, at + 8, bytes, second.Result(n));
+    StoreEight(c.out, at, bytes, first.Result(n));
+    if (!epoch_thread) StoreEight(c.out, at + 8, bytes, second.Result(n));
   }
-  EndCall(p, 0, epoch);
+  EndCall(p, 0, c.epoch);
 }
 
 // A warp per 8 slices (3.75 KiB), up to kMaxBlocks blocks: the same on
@@ -260,8 +263,8 @@ int LinesBlocks(size_t bytes) {
 
 template <typename T, IpcOp kOp>
 int LaunchLines(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
-  return Queue(LinesAllReduceKernel<T, kOp>, LinesBlocks(p.count * sizeof(T)), kThreads, p,
-               stream, via);
+  return Queue(LinesAllReduceKernel<T, kOp>, LinesBlocks(p.count * sizeof(T)), kThreads, p, stream,
+               via);
 }
 
 // A thread per 8-byte unit, up to kMaxBlocks blocks: the same on every rank.
@@ -272,18 +275,23 @@ int LaunchReducing(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via)
   if constexpr (std::is_same_v<Chunks, AllReduceChunks>) {
     if (p.low_latency == kLowLatencyLines) return LaunchLines<T, kOp>(p, stream, via);
   }
-  return Queue(LowLatencyKernel<T, kOp, Chunks, true>, Blocks(p.count * sizeof(T)), kThreads,
-               p, stream, via);
+  return Queue(LowLatencyKernel<T, kOp, Chunks, true>, Blocks(p.count * sizeof(T)), kThreads, p,
+               stream, via);
 }
 
 template <typename T, typename Chunks>
 int LaunchOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   switch (p.op) {
-    case IpcOp::kSum: return LaunchReducing<T, IpcOp::kSum, Chunks>(p, stream, via);
-    case IpcOp::kProd: return LaunchReducing<T, IpcOp::kProd, Chunks>(p, stream, via);
-    case IpcOp::kMin: return LaunchReducing<T, IpcOp::kMin, Chunks>(p, stream, via);
-    case IpcOp::kMax: return LaunchReducing<T, IpcOp::kMax, Chunks>(p, stream, via);
-    case IpcOp::kAvg: return LaunchReducing<T, IpcOp::kAvg, Chunks>(p, stream, via);
+    case IpcOp::kSum:
+      return LaunchReducing<T, IpcOp::kSum, Chunks>(p, stream, via);
+    case IpcOp::kProd:
+      return LaunchReducing<T, IpcOp::kProd, Chunks>(p, stream, via);
+    case IpcOp::kMin:
+      return LaunchReducing<T, IpcOp::kMin, Chunks>(p, stream, via);
+    case IpcOp::kMax:
+      return LaunchReducing<T, IpcOp::kMax, Chunks>(p, stream, via);
+    case IpcOp::kAvg:
+      return LaunchReducing<T, IpcOp::kAvg, Chunks>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
@@ -291,24 +299,34 @@ int LaunchOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
 template <typename Chunks>
 int LaunchType(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   switch (p.type) {
-    case IpcType::kInt8: return LaunchOp<int8_t, Chunks>(p, stream, via);
-    case IpcType::kUint8: return LaunchOp<uint8_t, Chunks>(p, stream, via);
-    case IpcType::kInt32: return LaunchOp<int32_t, Chunks>(p, stream, via);
-    case IpcType::kUint32: return LaunchOp<uint32_t, Chunks>(p, stream, via);
-    case IpcType::kInt64: return LaunchOp<int64_t, Chunks>(p, stream, via);
-    case IpcType::kUint64: return LaunchOp<uint64_t, Chunks>(p, stream, via);
-    case IpcType::kFloat16: return LaunchOp<__half, Chunks>(p, stream, via);
-    case IpcType::kBfloat16: return LaunchOp<__nv_bfloat16, Chunks>(p, stream, via);
-    case IpcType::kFloat32: return LaunchOp<float, Chunks>(p, stream, via);
-    case IpcType::kFloat64: return LaunchOp<double, Chunks>(p, stream, via);
+    case IpcType::kInt8:
+      return LaunchOp<int8_t, Chunks>(p, stream, via);
+    case IpcType::kUint8:
+      return LaunchOp<uint8_t, Chunks>(p, stream, via);
+    case IpcType::kInt32:
+      return LaunchOp<int32_t, Chunks>(p, stream, via);
+    case IpcType::kUint32:
+      return LaunchOp<uint32_t, Chunks>(p, stream, via);
+    case IpcType::kInt64:
+      return LaunchOp<int64_t, Chunks>(p, stream, via);
+    case IpcType::kUint64:
+      return LaunchOp<uint64_t, Chunks>(p, stream, via);
+    case IpcType::kFloat16:
+      return LaunchOp<__half, Chunks>(p, stream, via);
+    case IpcType::kBfloat16:
+      return LaunchOp<__nv_bfloat16, Chunks>(p, stream, via);
+    case IpcType::kFloat32:
+      return LaunchOp<float, Chunks>(p, stream, via);
+    case IpcType::kFloat64:
+      return LaunchOp<double, Chunks>(p, stream, via);
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
 
 template <ExchangeKind kKind>
 int LaunchCopy(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
-  return Queue(LowLatencyKernel<unsigned char, IpcOp::kSum, Plan<kKind>, false>,
-               Blocks(p.count), kThreads, p, stream, via);
+  return Queue(LowLatencyKernel<unsigned char, IpcOp::kSum, Plan<kKind>, false>, Blocks(p.count),
+               kThreads, p, stream, via);
 }
 
 }  // namespace
@@ -320,11 +338,14 @@ int LaunchLowLatencyAllReduce(const IpcLaunch& p, cudaStream_t stream, KernelLau
 int LaunchLowLatencyExchange(const IpcLaunch& p, ExchangeKind kind, cudaStream_t stream,
                              KernelLauncher* via) {
   switch (kind) {
-    case ExchangeKind::kAllGather: return LaunchCopy<ExchangeKind::kAllGather>(p, stream, via);
-    case ExchangeKind::kAllToAll: return LaunchCopy<ExchangeKind::kAllToAll>(p, stream, via);
+    case ExchangeKind::kAllGather:
+      return LaunchCopy<ExchangeKind::kAllGather>(p, stream, via);
+    case ExchangeKind::kAllToAll:
+      return LaunchCopy<ExchangeKind::kAllToAll>(p, stream, via);
     case ExchangeKind::kReduceScatter:
       return LaunchType<Plan<ExchangeKind::kReduceScatter>>(p, stream, via);
-    default: break;  // Not every rank takes from every peer (see above).
+    default:
+      break;  // Not every rank takes from every peer (see above).
   }
   return static_cast<int>(cudaErrorInvalidValue);
 }
