@@ -113,28 +113,13 @@ int LaunchCostMain() {
   node_params.gridDim = dim3(1);
   node_params.blockDim = dim3(512);
   node_params.kernelParams = args;
-  // The same kernel node with the call's ordering inside the graph: a wait
-  // for the caller's event before it, its completion event recorded after
-  // it (the event set on each launch, as each call has its own).
+  // Each call's own completion event, as cuda_ipc takes one per call.
   cudaEvent_t ready = nullptr;
   cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);
   std::vector<cudaEvent_t> done(64);
   for (cudaEvent_t& d : done) cudaEventCreateWithFlags(&d, cudaEventDisableTiming);
   size_t next_done = 0;
   auto next_event = [&] { return done[next_done++ % done.size()]; };
-  cudaGraph_t ordered = nullptr, recorded = nullptr;
-  cudaGraphExec_t ordered_exec = nullptr, recorded_exec = nullptr;
-  cudaGraphNode_t wait_node = nullptr, kernel_node = nullptr, record_node = nullptr;
-  cudaGraphNode_t kernel_only = nullptr, record_only = nullptr;
-  cudaGraphCreate(&ordered, 0);
-  cudaGraphAddEventWaitNode(&wait_node, ordered, nullptr, 0, ready);
-  cudaGraphAddKernelNode(&kernel_node, ordered, &wait_node, 1, &node_params);
-  cudaGraphAddEventRecordNode(&record_node, ordered, &kernel_node, 1, done[0]);
-  cudaGraphInstantiate(&ordered_exec, ordered, 0);
-  cudaGraphCreate(&recorded, 0);
-  cudaGraphAddKernelNode(&kernel_only, recorded, nullptr, 0, &node_params);
-  cudaGraphAddEventRecordNode(&record_only, recorded, &kernel_only, 1, done[0]);
-  cudaGraphInstantiate(&recorded_exec, recorded, 0);
   Empty<<<1, 32, 0, s>>>();
   cudaDeviceSynchronize();
   // A second thread polling an event every 50 us, as relay's watchdog does
@@ -173,28 +158,15 @@ int LaunchCostMain() {
          cudaGraphExecKernelNodeSetParams(graph_exec, node, &node_params);
          cudaGraphLaunch(graph_exec, s);
        }},
-      {"cudaGraphExecEventRecordNodeSetEvent", [&] {
-         cudaGraphExecEventRecordNodeSetEvent(recorded_exec, record_only, next_event());
-       }},
       {"after the stream: record, wait, cudaGraphLaunch, record (cuda_ipc today)", [&] {
          cudaEventRecord(ready, other);
          cudaStreamWaitEvent(s, ready, 0);
          cudaGraphLaunch(graph_exec, s);
          cudaEventRecord(next_event(), s);
        }},
-      {"after the stream: record, set event, cudaGraphLaunch (wait, kernel, record nodes)",
-       [&] {
-         cudaEventRecord(ready, other);
-         cudaGraphExecEventRecordNodeSetEvent(ordered_exec, record_node, next_event());
-         cudaGraphLaunch(ordered_exec, s);
-       }},
       {"on the stream: cudaGraphLaunch, record (cuda_ipc today)", [&] {
          cudaGraphLaunch(graph_exec, s);
          cudaEventRecord(next_event(), s);
-       }},
-      {"on the stream: set event, cudaGraphLaunch (kernel, record nodes)", [&] {
-         cudaGraphExecEventRecordNodeSetEvent(recorded_exec, record_only, next_event());
-         cudaGraphLaunch(recorded_exec, s);
        }},
       {"kernel <<<1, 512>>> while a thread polls an event every 50 us", [&] {
          polling.store(true);
@@ -233,12 +205,6 @@ int LaunchCostMain() {
                 cudaStreamWaitEvent(s, ready, 0);
                 cudaGraphLaunch(graph_exec, s);
                 cudaEventRecord(next_event(), s);
-              }, s));
-  std::printf("| after the stream: record, set event, cudaGraphLaunch (3 nodes) | %.2f |\n",
-              GpuUs([&] {
-                cudaEventRecord(ready, other);
-                cudaGraphExecEventRecordNodeSetEvent(ordered_exec, record_node, next_event());
-                cudaGraphLaunch(ordered_exec, s);
               }, s));
   stop.store(true);
   poller.join();
