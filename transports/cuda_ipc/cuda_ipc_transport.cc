@@ -24,6 +24,7 @@
 #include "runtime/device_runtime.h"
 #include "runtime/device_watch.h"
 #include "runtime/status_macros.h"
+#include "transports/cuda_ipc/allocations.h"
 #include "transports/cuda_ipc/graph_launcher.h"
 #include "transports/cuda_ipc/ipc_kernels.h"
 
@@ -96,15 +97,14 @@ struct WindowRecord {
   cudaIpcMemHandle_t handle = {};  // Of the region's allocation.
 };
 
-// cuMemGetAddressRange, from the driver through the runtime (relay does not
-// link libcuda): a region's allocation, whose IPC handle a peer opens.
-using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
-
 // A registered symmetric window: every rank's region as this process sees
 // it, and the peers' allocations it opened (keys of Core::mappings).
 struct Window {
   char* base = nullptr;
   size_t bytes = 0;
+  // Its region's allocation (Allocations::IdOf) when registered: a call
+  // into the window checks that it was not freed.
+  uint64_t allocation_id = 0;
   char* regions[kMaxRanks] = {};
   std::string mappings[kMaxRanks];
 };
@@ -140,7 +140,7 @@ struct Core final : DeviceWatchOwner {
   // windows lie in it (cudaIpcOpenMemHandle refuses a second open): handle
   // bytes -> (mapped base, windows using it).
   std::shared_ptr<Store> store;
-  AddressRangeFn address_range = nullptr;
+  cuda_ipc::Allocations allocations;
   std::mutex windows_mu;
   std::vector<Window> windows;                             // Guarded by windows_mu.
   std::map<std::string, std::pair<void*, int>> mappings;   // Guarded by windows_mu.
@@ -186,6 +186,11 @@ absl::Status Core::KernelError(const char* what) const {
         "cuda_ipc: ", what, ": rank ", rank, " posted a receive whose size differs from "
         "the matching send of rank ", peer, " (a pair's messages match in posting order, "
         "and their counts must be equal)"));
+  }
+  if (cuda_ipc::ErrorCode(word) == cuda_ipc::kErrorWindowFreed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cuda_ipc: ", what, ": rank ", peer, "'s window for this call was freed while "
+        "registered; no rank stored into any window (rank ", rank, ")"));
   }
   if (cuda_ipc::ErrorCode(word) == cuda_ipc::kErrorTimeout) {
     return absl::DeadlineExceededError(absl::StrCat(
@@ -282,13 +287,16 @@ class CudaIpcTransport final : public Transport {
                                cuda_ipc::KernelLauncher* via);
   // An all_gather of kDirectAllGatherBytes or more whose output lies in a
   // window: straight into the peers' outputs. False (nothing queued)
-  // otherwise.
+  // otherwise. InvalidArgument if the window's allocation was freed: the
+  // peers are told (nothing is stored into any window, and their calls
+  // fail naming this rank), and the caller aborts the communicator.
   absl::StatusOr<bool> EnqueueDirectAllGather(const CollectiveArgs& args,
                                               cudaStream_t stream,
                                               cuda_ipc::KernelLauncher* via);
-  // Why this rank refuses `region` as a window ("" if it does not), and
-  // the record it publishes.
-  std::string PrepareWindow(const Buffer& region, WindowRecord* record);
+  // Why this rank refuses `region` as a window ("" if it does not), the
+  // record it publishes, and its allocation's id.
+  std::string PrepareWindow(const Buffer& region, WindowRecord* record,
+                            uint64_t* allocation_id);
   IpcLaunch BaseLaunch(absl::Time deadline) const;
 
   std::shared_ptr<Core> core_;
@@ -410,6 +418,8 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
   if (chunk * c.size < kDirectAllGatherBytes) return false;
   char* out = static_cast<char*>(args.recv.data);
   void* peer_outputs[kMaxRanks] = {};
+  char* window = nullptr;
+  bool freed = false;
   {
     std::lock_guard<std::mutex> lock(c.windows_mu);
     const Window* in = nullptr;
@@ -419,6 +429,9 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
     if (in == nullptr) return false;
     const size_t offset = static_cast<size_t>(out - in->base);
     for (int r = 0; r < c.size; ++r) peer_outputs[r] = in->regions[r] + offset;
+    window = in->base;
+    const absl::StatusOr<uint64_t> id = c.allocations.IdOf(in->base);
+    freed = !id.ok() || *id != in->allocation_id;
   }
   IpcLaunch l = BaseLaunch(args.deadline);
   std::copy(std::begin(peer_outputs), std::end(peer_outputs), l.peer_outputs);
@@ -426,6 +439,17 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
   l.output = out;
   l.count = chunk;
   l.stride = chunk;
+  if (freed) {
+    // The peers would store into memory this rank no longer owns: they
+    // meet a refusal instead of this rank's call.
+    RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
+                                   cuda_ipc::LaunchRefusedDirectAllGather(l, stream, via)),
+                               "all_gather kernel launch"));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "cuda_ipc: all_gather on rank %d: the window at %p was freed while registered "
+        "(DeregisterWindow it on every rank before freeing its memory); no rank stored into it",
+        c.rank, window));
+  }
   RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                  cuda_ipc::LaunchDirectAllGather(l, stream, via)),
                              "all_gather kernel launch"));
@@ -604,7 +628,8 @@ std::string WindowKey(uint64_t window, int rank) {
   return absl::StrCat("cuda_ipc/window/", window, "/", rank);
 }
 
-std::string CudaIpcTransport::PrepareWindow(const Buffer& region, WindowRecord* record) {
+std::string CudaIpcTransport::PrepareWindow(const Buffer& region, WindowRecord* record,
+                                            uint64_t* allocation_id) {
   Core& c = *core_;
   char* base = static_cast<char*>(region.data);
   const size_t bytes = region.bytes();
@@ -623,19 +648,17 @@ std::string CudaIpcTransport::PrepareWindow(const Buffer& region, WindowRecord* 
       }
     }
   }
-  CUdeviceptr allocation = 0;
-  size_t allocation_bytes = 0;
-  if (c.address_range(&allocation, &allocation_bytes,
-                      reinterpret_cast<CUdeviceptr>(base)) != CUDA_SUCCESS) {
-    cudaGetLastError();
+  const absl::StatusOr<cuda_ipc::Allocations::Range> allocation = c.allocations.RangeOf(base);
+  const absl::StatusOr<uint64_t> id = c.allocations.IdOf(base);
+  if (!allocation.ok() || !id.ok()) {
     return "CUDA could not find its region's allocation (cuMemGetAddressRange)";
   }
-  if (reinterpret_cast<CUdeviceptr>(base) + bytes > allocation + allocation_bytes) {
+  if (base + bytes > allocation->base + allocation->bytes) {
     return "its region runs past the end of its allocation";
   }
-  record->offset = reinterpret_cast<CUdeviceptr>(base) - allocation;
-  const cudaError_t e =
-      cudaIpcGetMemHandle(&record->handle, reinterpret_cast<void*>(allocation));
+  *allocation_id = *id;
+  record->offset = static_cast<uint64_t>(base - allocation->base);
+  const cudaError_t e = cudaIpcGetMemHandle(&record->handle, allocation->base);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return absl::StrCat("cudaIpcGetMemHandle refused its region's allocation (",
@@ -648,7 +671,8 @@ absl::Status CudaIpcTransport::RegisterWindow(const Buffer& region, absl::Time d
   Core& c = *core_;
   device_runtime::ScopedDevice on_device(c.device);
   WindowRecord mine;
-  const std::string refused = PrepareWindow(region, &mine);
+  uint64_t allocation_id = 0;
+  const std::string refused = PrepareWindow(region, &mine, &allocation_id);
   std::snprintf(mine.error, sizeof(mine.error), "%s", refused.c_str());
   uint64_t index = 0;
   {
@@ -691,6 +715,7 @@ absl::Status CudaIpcTransport::RegisterWindow(const Buffer& region, absl::Time d
   Window w;
   w.base = static_cast<char*>(region.data);
   w.bytes = region.bytes();
+  w.allocation_id = allocation_id;
   std::lock_guard<std::mutex> lock(c.windows_mu);
   for (int r = 0; r < c.size; ++r) {
     if (r == c.rank) {
@@ -840,17 +865,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
       Cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&c.device_flags),
                                     c.host_flags, 0),
            "cudaHostGetDevicePointer"));
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  void* address_range = nullptr;
-  RELAY_RETURN_IF_ERROR(Cuda(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange",
-                                                              &address_range, 12000,
-                                                              cudaEnableDefault, &found),
-                             "cudaGetDriverEntryPointByVersion"));
-  if (found != cudaDriverEntryPointSuccess || address_range == nullptr) {
-    return absl::FailedPreconditionError(
-        "cuda_ipc: the CUDA driver has no cuMemGetAddressRange");
-  }
-  c.address_range = reinterpret_cast<AddressRangeFn>(address_range);
+  RELAY_ASSIGN_OR_RETURN(c.allocations, cuda_ipc::Allocations::Load());
   c.store = config.store;
   RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
 

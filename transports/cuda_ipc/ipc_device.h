@@ -55,6 +55,9 @@ __device__ __forceinline__ uint32_t* Flags(void* arena) {
 __device__ __forceinline__ uint32_t* Counters(void* arena) {
   return static_cast<uint32_t*>(arena) + ArenaLayout::kFlagWords;
 }
+__device__ __forceinline__ uint32_t* Refusals(void* arena) {
+  return static_cast<uint32_t*>(arena) + ArenaLayout::kRefusalWord;
+}
 // Source rank `src`'s slot in `arena`'s half `half` (p.slot_bytes each).
 __device__ __forceinline__ char* Slot(const IpcLaunch& p, void* arena, int half, int src) {
   return static_cast<char*>(arena) + ArenaLayout::kDataOffset + half * p.half_bytes +

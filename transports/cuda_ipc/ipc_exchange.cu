@@ -170,15 +170,42 @@ __global__ void __launch_bounds__(kThreads) DirectAllGatherKernel(IpcLaunch p) {
   // peer's stream is done with what its output held before.
   Raise(p, 0, b, FlagValue(epoch, 0));
   if (Await(p, 0, b, FlagValue(epoch, 0))) {
-    for (int k = 1; k < p.size; ++k) {
-      const int d = Peer(p, b, k);
-      CopyStep<R>(static_cast<char*>(p.peer_outputs[d]) + at, in, p.count, 0, 1);
+    // A peer's refusal, stored before its flag, is seen with it.
+    __shared__ int s_refused;
+    if (threadIdx.x == 0) s_refused = -1;
+    __syncthreads();
+    const int t = threadIdx.x;
+    if (t < p.size && t != p.rank &&
+        *reinterpret_cast<volatile uint32_t*>(Refusals(p.arenas[p.rank]) + t) == epoch) {
+      s_refused = t;
     }
-    char* own = static_cast<char*>(p.output) + at;
-    if (own != in) CopyStep<R>(own, in, p.count, 0, 1);  // In place: there.
-    // Leave: every peer's stores into this rank's output are done.
-    Barrier(p, 0, b, epoch);
+    __syncthreads();
+    if (s_refused >= 0) {
+      if (t == 0) Report(p, kErrorWindowFreed, s_refused);
+    } else {
+      for (int k = 1; k < p.size; ++k) {
+        const int d = Peer(p, b, k);
+        CopyStep<R>(static_cast<char*>(p.peer_outputs[d]) + at, in, p.count, 0, 1);
+      }
+      char* own = static_cast<char*>(p.output) + at;
+      if (own != in) CopyStep<R>(own, in, p.count, 0, 1);  // In place: there.
+      // Leave: every peer's stores into this rank's output are done.
+      Barrier(p, 0, b, epoch);
+    }
   }
+  EndCall(p, 0, epoch);
+}
+
+// LaunchRefusedDirectAllGather: the refusal, then the flag every peer's
+// same block waits for, and nothing else (no wait: the communicator is
+// being aborted).
+__global__ void __launch_bounds__(kThreads) RefusedDirectAllGatherKernel(IpcLaunch p) {
+  const uint32_t epoch = BeginCall(p.arenas[p.rank], 0);
+  const int t = threadIdx.x;
+  if (t < p.size && t != p.rank) {
+    *reinterpret_cast<volatile uint32_t*>(Refusals(p.arenas[t]) + p.rank) = epoch;
+  }
+  Raise(p, 0, blockIdx.x, FlagValue(epoch, 0));
   EndCall(p, 0, epoch);
 }
 
@@ -299,6 +326,11 @@ int LaunchDirectAllGather(const IpcLaunch& p, void* stream_ptr, KernelLauncher* 
     return Queue(DirectAllGatherKernel<unsigned short>, blocks, kThreads, p, stream, via);
   }
   return Queue(DirectAllGatherKernel<unsigned char>, blocks, kThreads, p, stream, via);
+}
+
+int LaunchRefusedDirectAllGather(const IpcLaunch& p, void* stream, KernelLauncher* via) {
+  return Queue(RefusedDirectAllGatherKernel, Blocks(p.count), kThreads, p,
+               static_cast<cudaStream_t>(stream), via);
 }
 
 int LaunchTeardownBarrier(const IpcLaunch& p, void* stream) {

@@ -63,6 +63,9 @@ struct ArenaLayout {
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
   // same for teardown barriers.
   static constexpr size_t kCounterWords = 4;
+  // After the counters, a word per peer: the epoch of the last direct
+  // all_gather that peer refused (LaunchRefusedDirectAllGather).
+  static constexpr size_t kRefusalWord = kFlagWords + kCounterWords;
   // The low-latency region: a slot per half and source rank, split among
   // the communicator's ranks. A call sends twice its bytes (data and
   // epoch), so all_reduces, and exchanges whose chunk per rank is, of up
@@ -87,7 +90,7 @@ struct ArenaLayout {
   static constexpr size_t kP2PReceivedWord = kP2PSentWord + kMaxRanks;
   static constexpr size_t kP2PDoneWord = kP2PReceivedWord + kMaxRanks;
   static constexpr size_t kLowLatencyOffset = 32768;
-  static_assert((kFlagWords + kCounterWords) * 4 <= kP2POffset);
+  static_assert((kRefusalWord + kMaxRanks) * 4 <= kP2POffset);
   static_assert(kP2POffset + (kP2PDoneWord + 1) * 4 <= kLowLatencyOffset);
   static constexpr size_t kP2PChannelOffset = kLowLatencyOffset + kLowLatencyRegionBytes;
   // The line region, after the channels: a slot per half and source rank,
@@ -147,6 +150,8 @@ inline constexpr int kErrorTimeout = 1;  // A peer's flag did not come.
 inline constexpr int kErrorAborted = 2;  // The host set the abort flag.
 // A receive's count differs from its send's (the peer is the sender).
 inline constexpr int kErrorSizeMismatch = 3;
+// The peer's output window was freed while registered: no rank stored.
+inline constexpr int kErrorWindowFreed = 4;
 inline int ErrorCode(int word) { return word & 0xff; }
 inline int ErrorPeer(int word) { return (word >> 8) & 0xff; }
 
@@ -229,6 +234,12 @@ int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream,
 // stride in bytes.
 int LaunchDirectAllGather(const IpcLaunch& launch, void* stream,
                           KernelLauncher* via = nullptr);
+// In place of LaunchDirectAllGather on a rank whose output window was
+// freed while registered: it tells every peer before they meet, so that
+// no rank stores into any window, and each peer's call fails with
+// kErrorWindowFreed naming this rank. The same launch as the peers'.
+int LaunchRefusedDirectAllGather(const IpcLaunch& launch, void* stream,
+                                 KernelLauncher* via = nullptr);
 
 // A batch of sends and receives, every op's blocks running at once (a
 // batch cannot deadlock on itself). A pair's messages match in the order

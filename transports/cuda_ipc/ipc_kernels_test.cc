@@ -10,6 +10,7 @@
 // kernel timed out).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -323,6 +324,15 @@ TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
     p2p.op[0] = {out, 5000, 1, false};
     return LaunchP2P(p2p, stream);
   };
+  auto direct = [&](IpcLaunch l, cudaStream_t stream) {
+    l.input = in;
+    l.output = out;
+    l.count = 4096;
+    l.stride = 4096;
+    l.peer_outputs[0] = out;
+    l.peer_outputs[1] = out + 4096;  // Never written: the peer never comes.
+    return LaunchDirectAllGather(l, stream);
+  };
   auto teardown = [](IpcLaunch l, cudaStream_t stream) {
     return LaunchTeardownBarrier(l, stream);
   };
@@ -337,6 +347,7 @@ TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
       {"all_gather on words", exchange(ExchangeKind::kAllGather, 1000, kLowLatencyWords)},
       {"all_gather", exchange(ExchangeKind::kAllGather, 30011, kFlagBarriers)},
       {"broadcast from rank 1", exchange(ExchangeKind::kBroadcast, 30011, kFlagBarriers)},
+      {"direct all_gather", direct},
       {"receive from rank 1", receive},
       {"teardown barrier", teardown},
   };
@@ -351,6 +362,75 @@ TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
   }
   AllReduce(DataType::kFloat32, ReduceOp::kSum, 4099, kLowLatencyWords, false, 0, 1);
   AllReduce(DataType::kFloat32, ReduceOp::kSum, 60013, kFlagBarriers, true, 0, 2);
+}
+
+// all_gather straight into both ranks' outputs (as into symmetric
+// windows), aligned and not: every element checked. Then rank 1 refuses
+// (its window was freed): rank 0 reports it, naming rank 1, and neither
+// output changes; the ranks' next direct call works.
+TEST_F(TwoRanksOnOneGpu, DirectAllGatherAndItsRefusal) {
+  const DataType dtype = DataType::kFloat32;
+  const size_t count = 300001;
+  const size_t chunk = count * 4;
+  char* in[2] = {};
+  char* out[2] = {};
+  std::vector<char> host[2];
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_CUDA(cudaMalloc(&in[r], chunk + 4));
+    ASSERT_CUDA(cudaMalloc(&out[r], 2 * chunk + 4));
+    host[r] = Encode(dtype, InputValues(dtype, ReduceOp::kSum, r, count));
+  }
+  // `shift` bytes into every buffer (4: moved in 4-byte units, not 16).
+  auto launch = [&](int r, size_t shift, bool refuse) {
+    IpcLaunch l = Base(r);
+    l.input = in[r] + shift;
+    l.output = out[r] + shift;
+    l.count = chunk;
+    l.stride = chunk;
+    l.peer_outputs[0] = out[0] + shift;
+    l.peer_outputs[1] = out[1] + shift;
+    return refuse ? LaunchRefusedDirectAllGather(l, stream_[r])
+                  : LaunchDirectAllGather(l, stream_[r]);
+  };
+  auto gathered = [&](size_t shift) {
+    SCOPED_TRACE(absl::StrCat("shift ", shift));
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_CUDA(cudaMemcpy(in[r] + shift, host[r].data(), chunk, cudaMemcpyHostToDevice));
+      ASSERT_CUDA(cudaMemset(out[r], 0, 2 * chunk + 4));
+    }
+    ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));
+    for (int r = 0; r < 2; ++r) ASSERT_EQ(launch(r, shift, false), 0);
+    char* shifted[2] = {out[0] + shift, out[1] + shift};
+    FinishAndCheck(shifted, dtype, ReduceOp::kSum, 2 * count, [&](int r, size_t i) {
+      return ExpectedValue(CollectiveKind::kAllGather, dtype, ReduceOp::kSum, 0, r, 2, count, i);
+    });
+  };
+  gathered(0);
+  gathered(4);
+
+  for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaMemset(out[r], 0x5a, 2 * chunk + 4));
+  ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));
+  ASSERT_EQ(launch(0, 0, false), 0);
+  ASSERT_EQ(launch(1, 0, true), 0);
+  for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+  int errors[2] = {};
+  ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(ErrorCode(errors[0]), kErrorWindowFreed) << errors[0];
+  EXPECT_EQ(ErrorPeer(errors[0]), 1) << errors[0];
+  EXPECT_EQ(errors[1], 0);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<unsigned char> got(2 * chunk);
+    ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
+    const size_t changed =
+        got.size() - static_cast<size_t>(std::count(got.begin(), got.end(), 0x5a));
+    EXPECT_EQ(changed, 0u) << "bytes of rank " << r << "'s output written after the refusal";
+  }
+
+  gathered(4);  // The ranks are still in step.
+  for (int r = 0; r < 2; ++r) {
+    cudaFree(in[r]);
+    cudaFree(out[r]);
+  }
 }
 
 }  // namespace
