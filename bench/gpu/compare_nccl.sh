@@ -36,8 +36,8 @@
 # sweep's first size. COPY=1 (the default, with 2 or more GPUs) adds the
 # GPU-to-GPU copy ceiling to every collective (variant copy, peer_copy: each
 # GPU copies S bytes into the next one's memory by the copy engines, all at
-# once; busbw = S / time), so `relaybench table OUT/C --reference copy`
-# gives each variant's fraction of the links; COPY=0 leaves it out.
+# once; busbw = S / time), and each variant's fraction of it goes to
+# OUT_DIR/ratio_C_vs_copy.md; COPY=0 leaves it out.
 # With CUDA_VISIBLE_DEVICES set, the run uses the GPUs it names.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -104,6 +104,10 @@ python3 $here/torch_symm_mem.py ${sweep[*]} -c $check --json {out}.json")
   PYTHONPATH="$here" python3 -m relaybench rounds --rounds "$rounds" --out "$out/$c" "${sides[@]}"
   PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference raw --stat best \
     | tee "$out/ratio_$c.md" || status=1
+  if [[ " ${sides[*]} " == *" copy="* ]]; then
+    PYTHONPATH="$here" python3 -m relaybench table "$out/$c" --reference copy --stat best \
+      > "$out/ratio_${c}_vs_copy.md" || status=1
+  fi
 done
 PYTHONPATH="$here" python3 -m relaybench plot "$out/plot.svg" $(printf "$out/%s " $collectives)
 echo "wrote $out"
