@@ -39,6 +39,7 @@ targets=(
   //transports/cuda_ipc:cuda_ipc_transport_test
   //transports/cuda_ipc:ipc_kernels_test
   //transports/cuda_ipc:allocations_test
+  //transports/cuda_ipc:windows_test
 )
 mkdir -p "$out"
 bazel build --define=relay_ucx=off --define=relay_static_deps=on "${targets[@]}" >&2

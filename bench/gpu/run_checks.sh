@@ -36,6 +36,7 @@ check nccl_transport_test "$here/nccl_transport_test"
 check loopback_device_test "$here/loopback_device_test"
 check ipc_kernels_test "$here/ipc_kernels_test"
 check allocations_test "$here/allocations_test"
+check windows_test "$here/windows_test"
 check cuda_ipc_transport_test "$here/cuda_ipc_transport_test"
 # cuda_ipc with ranks as processes (IPC handles between processes): every
 # size's result checked.

@@ -8,9 +8,9 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -27,6 +27,7 @@
 #include "transports/cuda_ipc/allocations.h"
 #include "transports/cuda_ipc/graph_launcher.h"
 #include "transports/cuda_ipc/ipc_kernels.h"
+#include "transports/cuda_ipc/windows.h"
 
 namespace relay {
 namespace {
@@ -86,29 +87,6 @@ struct PeerRecord {
   cudaIpcMemHandle_t handle = {};
 };
 
-// What each rank publishes for a symmetric window.
-struct WindowRecord {
-  uint32_t version = 1;
-  int32_t pid = 0;
-  uint64_t bytes = 0;
-  uint64_t offset = 0;   // The region's start within its allocation.
-  uint64_t address = 0;  // For a peer thread of the same process.
-  char error[192] = {};  // Why this rank refuses the region ("": it does not).
-  cudaIpcMemHandle_t handle = {};  // Of the region's allocation.
-};
-
-// A registered symmetric window: every rank's region as this process sees
-// it, and the peers' allocations it opened (keys of Core::mappings).
-struct Window {
-  char* base = nullptr;
-  size_t bytes = 0;
-  // Its region's allocation (Allocations::IdOf) when registered: a call
-  // into the window checks that it was not freed.
-  uint64_t allocation_id = 0;
-  char* regions[kMaxRanks] = {};
-  std::string mappings[kMaxRanks];
-};
-
 // What a transport shares with its requests and its watchdog.
 struct Core final : DeviceWatchOwner {
   int rank = 0;
@@ -136,15 +114,9 @@ struct Core final : DeviceWatchOwner {
   cudaStream_t last_stream = nullptr;  // Guarded by enqueue_mu.
   cudaEvent_t last_done = nullptr;     // Guarded by enqueue_mu.
 
-  // Symmetric windows. A peer allocation is opened once however many
-  // windows lie in it (cudaIpcOpenMemHandle refuses a second open): handle
-  // bytes -> (mapped base, windows using it).
-  std::shared_ptr<Store> store;
-  cuda_ipc::Allocations allocations;
-  std::mutex windows_mu;
-  std::vector<Window> windows;                             // Guarded by windows_mu.
-  std::map<std::string, std::pair<void*, int>> mappings;   // Guarded by windows_mu.
-  uint64_t windows_made = 0;                               // Guarded by windows_mu.
+  // Symmetric windows; made once the store and the driver's entry points
+  // are known.
+  std::unique_ptr<cuda_ipc::Windows> windows;
 
   std::atomic<bool> aborted{false};
   mutable std::mutex abort_mu;
@@ -216,7 +188,7 @@ void Core::Abort(absl::Status why) {
 
 Core::~Core() {
   watch.Stop();  // The transport stopped it already.
-  for (auto& [key, mapped] : mappings) cudaIpcCloseMemHandle(mapped.first);
+  windows.reset();  // Closes the peers' window allocations.
   for (void* p : opened) cudaIpcCloseMemHandle(p);
   if (arena != nullptr) cudaFree(arena);
   if (barrier_scratch != nullptr) cudaFree(barrier_scratch);
@@ -293,10 +265,6 @@ class CudaIpcTransport final : public Transport {
   absl::StatusOr<bool> EnqueueDirectAllGather(const CollectiveArgs& args,
                                               cudaStream_t stream,
                                               cuda_ipc::KernelLauncher* via);
-  // Why this rank refuses `region` as a window ("" if it does not), the
-  // record it publishes, and its allocation's id.
-  std::string PrepareWindow(const Buffer& region, WindowRecord* record,
-                            uint64_t* allocation_id);
   IpcLaunch BaseLaunch(absl::Time deadline) const;
 
   std::shared_ptr<Core> core_;
@@ -417,29 +385,16 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
   const size_t chunk = PerRankCount(args, c.size) * DataTypeSize(args.recv.dtype);
   if (chunk * c.size < kDirectAllGatherBytes) return false;
   char* out = static_cast<char*>(args.recv.data);
-  void* peer_outputs[kMaxRanks] = {};
-  char* window = nullptr;
-  bool freed = false;
-  {
-    std::lock_guard<std::mutex> lock(c.windows_mu);
-    const Window* in = nullptr;
-    for (const Window& w : c.windows) {
-      if (out >= w.base && out + chunk * c.size <= w.base + w.bytes) in = &w;
-    }
-    if (in == nullptr) return false;
-    const size_t offset = static_cast<size_t>(out - in->base);
-    for (int r = 0; r < c.size; ++r) peer_outputs[r] = in->regions[r] + offset;
-    window = in->base;
-    const absl::StatusOr<uint64_t> id = c.allocations.IdOf(in->base);
-    freed = !id.ok() || *id != in->allocation_id;
-  }
+  const std::optional<cuda_ipc::Windows::Placement> placed =
+      c.windows->Find(out, chunk * c.size);
+  if (!placed) return false;
   IpcLaunch l = BaseLaunch(args.deadline);
-  std::copy(std::begin(peer_outputs), std::end(peer_outputs), l.peer_outputs);
+  std::copy(std::begin(placed->outputs), std::end(placed->outputs), l.peer_outputs);
   l.input = args.send.data;
   l.output = out;
   l.count = chunk;
   l.stride = chunk;
-  if (freed) {
+  if (placed->freed) {
     // The peers would store into memory this rank no longer owns: they
     // meet a refusal instead of this rank's call.
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
@@ -448,7 +403,7 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
     return absl::InvalidArgumentError(absl::StrFormat(
         "cuda_ipc: all_gather on rank %d: the window at %p was freed while registered "
         "(DeregisterWindow it on every rank before freeing its memory); no rank stored into it",
-        c.rank, window));
+        c.rank, placed->base));
   }
   RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                  cuda_ipc::LaunchDirectAllGather(l, stream, via)),
@@ -624,140 +579,22 @@ absl::StatusOr<Request> CudaIpcTransport::PostBatch(absl::Span<const P2POp> ops,
                 });
 }
 
-std::string WindowKey(uint64_t window, int rank) {
-  return absl::StrCat("cuda_ipc/window/", window, "/", rank);
-}
-
-std::string CudaIpcTransport::PrepareWindow(const Buffer& region, WindowRecord* record,
-                                            uint64_t* allocation_id) {
-  Core& c = *core_;
-  char* base = static_cast<char*>(region.data);
-  const size_t bytes = region.bytes();
-  record->pid = static_cast<int32_t>(getpid());
-  record->bytes = bytes;
-  record->address = reinterpret_cast<uint64_t>(base);
-  if (bytes == 0 || base == nullptr) return "its region is empty";
-  if (absl::Status s = CheckMemory(ConstBuffer(region), "its region"); !s.ok()) {
-    return std::string(s.message());
-  }
-  {
-    std::lock_guard<std::mutex> lock(c.windows_mu);
-    for (const Window& w : c.windows) {
-      if (base < w.base + w.bytes && w.base < base + bytes) {
-        return "its region overlaps a window it registered before";
-      }
-    }
-  }
-  const absl::StatusOr<cuda_ipc::Allocations::Range> allocation = c.allocations.RangeOf(base);
-  const absl::StatusOr<uint64_t> id = c.allocations.IdOf(base);
-  if (!allocation.ok() || !id.ok()) {
-    return "CUDA could not find its region's allocation (cuMemGetAddressRange)";
-  }
-  if (base + bytes > allocation->base + allocation->bytes) {
-    return "its region runs past the end of its allocation";
-  }
-  *allocation_id = *id;
-  record->offset = static_cast<uint64_t>(base - allocation->base);
-  const cudaError_t e = cudaIpcGetMemHandle(&record->handle, allocation->base);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return absl::StrCat("cudaIpcGetMemHandle refused its region's allocation (",
-                        cudaGetErrorString(e), "; memory from cudaMalloc works)");
-  }
-  return "";
-}
-
 absl::Status CudaIpcTransport::RegisterWindow(const Buffer& region, absl::Time deadline) {
   Core& c = *core_;
   device_runtime::ScopedDevice on_device(c.device);
-  WindowRecord mine;
-  uint64_t allocation_id = 0;
-  const std::string refused = PrepareWindow(region, &mine, &allocation_id);
-  std::snprintf(mine.error, sizeof(mine.error), "%s", refused.c_str());
-  uint64_t index = 0;
-  {
-    std::lock_guard<std::mutex> lock(c.windows_mu);
-    index = c.windows_made++;
-  }
-  // Every rank publishes, a refusing one too, so that all fail alike.
-  RELAY_RETURN_IF_ERROR(c.store->Set(
-      WindowKey(index, c.rank),
-      absl::string_view(reinterpret_cast<const char*>(&mine), sizeof(mine))));
-  std::vector<WindowRecord> all(c.size);
-  for (int r = 0; r < c.size; ++r) {
-    const absl::Duration left = std::max(absl::ZeroDuration(), deadline - absl::Now());
-    RELAY_ASSIGN_OR_RETURN(std::string raw, c.store->Get(WindowKey(index, r), left));
-    if (raw.size() != sizeof(WindowRecord)) {
-      return absl::InternalError(absl::StrCat("cuda_ipc: rank ", r, "'s window record has ",
-                                              raw.size(), " bytes, expected ",
-                                              sizeof(WindowRecord)));
-    }
-    std::memcpy(&all[r], raw.data(), sizeof(WindowRecord));
-  }
-  std::vector<std::string> problems;
-  for (int r = 0; r < c.size; ++r) {
-    if (all[r].error[0] != '\0') problems.push_back(absl::StrCat("rank ", r, ": ", all[r].error));
-  }
-  for (int r = 1; r < c.size; ++r) {
-    if (all[r].bytes != all[0].bytes) {
-      std::vector<std::string> sizes;
-      for (int q = 0; q < c.size; ++q) sizes.push_back(absl::StrCat(all[q].bytes));
-      problems.push_back(absl::StrCat("every rank's region must have the same size; "
-                                      "bytes by rank: ",
-                                      absl::StrJoin(sizes, ", ")));
-      break;
+  std::string refusal;
+  if (region.data != nullptr && region.bytes() > 0) {
+    if (absl::Status s = CheckMemory(ConstBuffer(region), "its region"); !s.ok()) {
+      refusal = std::string(s.message());
     }
   }
-  if (!problems.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: RegisterWindow: ", absl::StrJoin(problems, "; ")));
-  }
-  Window w;
-  w.base = static_cast<char*>(region.data);
-  w.bytes = region.bytes();
-  w.allocation_id = allocation_id;
-  std::lock_guard<std::mutex> lock(c.windows_mu);
-  for (int r = 0; r < c.size; ++r) {
-    if (r == c.rank) {
-      w.regions[r] = w.base;
-    } else if (all[r].pid == mine.pid) {
-      w.regions[r] = reinterpret_cast<char*>(all[r].address);  // Peer access is on.
-    } else {
-      std::string key(reinterpret_cast<const char*>(&all[r].handle), sizeof(all[r].handle));
-      auto it = c.mappings.find(key);
-      if (it == c.mappings.end()) {
-        void* mapped = nullptr;
-        absl::Status opened = Cuda(cudaIpcOpenMemHandle(&mapped, all[r].handle,
-                                                        cudaIpcMemLazyEnablePeerAccess),
-                                   "cudaIpcOpenMemHandle (window)");
-        if (!opened.ok()) {
-          // The ranks are out of step now (the others registered).
-          c.Abort(opened);
-          return opened;
-        }
-        it = c.mappings.emplace(key, std::make_pair(mapped, 0)).first;
-      }
-      ++it->second.second;
-      w.mappings[r] = key;
-      w.regions[r] = static_cast<char*>(it->second.first) + all[r].offset;
-    }
-  }
-  c.windows.push_back(std::move(w));
-  return absl::OkStatus();
+  return c.windows->Register(region, refusal, deadline);
 }
 
 absl::Status CudaIpcTransport::DeregisterWindow(void* data, absl::Time deadline) {
   Core& c = *core_;
-  auto no_window = [data] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cuda_ipc: DeregisterWindow: no window starts at ", absl::StrFormat("%p", data)));
-  };
-  {
-    std::lock_guard<std::mutex> lock(c.windows_mu);
-    const bool known = std::any_of(c.windows.begin(), c.windows.end(),
-                                   [&](const Window& w) { return w.base == data; });
-    if (!known) return no_window();
-  }
+  // Refused before the barrier, so that a bad address costs nothing.
+  if (!c.windows->Contains(data)) return c.windows->Remove(data);
   // Every rank's earlier kernels, the only ones that store into this
   // rank's region, are done once every rank has passed a barrier queued
   // after them.
@@ -767,20 +604,7 @@ absl::Status CudaIpcTransport::DeregisterWindow(void* data, absl::Time deadline)
   RELAY_ASSIGN_OR_RETURN(Request r, Collective(barrier));
   RELAY_RETURN_IF_ERROR(r.Wait());  // Until the barrier's deadline.
   device_runtime::ScopedDevice on_device(c.device);
-  std::lock_guard<std::mutex> lock(c.windows_mu);
-  auto w = std::find_if(c.windows.begin(), c.windows.end(),
-                        [&](const Window& x) { return x.base == data; });
-  if (w == c.windows.end()) return no_window();  // Another thread deregistered it meanwhile.
-  for (const std::string& key : w->mappings) {
-    auto it = c.mappings.find(key);
-    if (key.empty() || it == c.mappings.end()) continue;
-    if (--it->second.second == 0) {
-      cudaIpcCloseMemHandle(it->second.first);
-      c.mappings.erase(it);
-    }
-  }
-  c.windows.erase(w);
-  return absl::OkStatus();
+  return c.windows->Remove(data);  // Another thread may have removed it meanwhile.
 }
 
 int VisibleDevices() {
@@ -865,8 +689,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
       Cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&c.device_flags),
                                     c.host_flags, 0),
            "cudaHostGetDevicePointer"));
-  RELAY_ASSIGN_OR_RETURN(c.allocations, cuda_ipc::Allocations::Load());
-  c.store = config.store;
+  RELAY_ASSIGN_OR_RETURN(cuda_ipc::Allocations allocations, cuda_ipc::Allocations::Load());
+  c.windows = std::make_unique<cuda_ipc::Windows>(
+      c.rank, c.size, config.store, allocations,
+      [owner = &c](absl::Status why) { owner->Abort(std::move(why)); });
   RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
 
   PeerRecord mine;
