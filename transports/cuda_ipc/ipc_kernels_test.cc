@@ -1,9 +1,10 @@
-// The cuda_ipc kernels alone, two ranks on one GPU: both ranks' arenas in
-// this GPU's memory, each rank's kernel on a stream of its own, running at
-// once. No NVLink and no transport, but every protocol's layout, epochs,
-// arena halves and arithmetic, on any machine with one GPU. Grids stay
-// small so that both ranks' blocks fit the GPU together (a kernel waits
-// for its peer's); a deadline turns a miss into a failure, not a hang.
+// The cuda_ipc kernels alone, 2, 4 or 8 ranks on one GPU: every rank's
+// arena in this GPU's memory, each rank's kernel on a stream of its own,
+// running at once. No NVLink and no transport, but every protocol's
+// layout, epochs, arena halves, peer order and arithmetic, on any machine
+// with one GPU. Grids stay small so that all ranks' blocks fit the GPU
+// together (a kernel waits for its peers'); a deadline turns a miss into a
+// failure, not a hang.
 // Kernels load with the context (CUDA_MODULE_LOADING=EAGER): loaded lazily,
 // a kernel's first launch waited for the GPU to go idle, which the other
 // rank's kernel, waiting for it, never did (seen: every first use of a
@@ -53,21 +54,24 @@ IpcType TypeOf(DataType t) {
   return IpcType::kFloat32;
 }
 
-class TwoRanksOnOneGpu : public ::testing::Test {
+// `n_` ranks' kernels on one GPU: their arenas, streams, and the abort
+// flag and error words (words_[0], then one per rank).
+class RanksOnOneGpu : public ::testing::Test {
  protected:
+  explicit RanksOnOneGpu(int ranks) : n_(ranks) {}
   void SetUp() override {
     if (!HaveGpu()) GTEST_SKIP() << "no GPU visible";
     ASSERT_CUDA(cudaSetDevice(0));
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < n_; ++r) {
       ASSERT_CUDA(cudaMalloc(&arena_[r], ArenaLayout::Bytes(kHalfBytes)));
       ASSERT_CUDA(cudaMemset(arena_[r], 0, ArenaLayout::kZeroedBytes));
       ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
     }
-    ASSERT_CUDA(cudaMalloc(&words_, 3 * sizeof(int)));  // Abort, two errors.
-    ASSERT_CUDA(cudaMemset(words_, 0, 3 * sizeof(int)));
+    ASSERT_CUDA(cudaMalloc(&words_, (1 + n_) * sizeof(int)));
+    ASSERT_CUDA(cudaMemset(words_, 0, (1 + n_) * sizeof(int)));
   }
   void TearDown() override {
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < n_; ++r) {
       if (arena_[r] != nullptr) cudaFree(arena_[r]);
       if (stream_[r] != nullptr) cudaStreamDestroy(stream_[r]);
     }
@@ -77,27 +81,25 @@ class TwoRanksOnOneGpu : public ::testing::Test {
   IpcLaunch Base(int rank) const {
     IpcLaunch l;
     l.rank = rank;
-    l.size = 2;
-    l.arenas[0] = arena_[0];
-    l.arenas[1] = arena_[1];
+    l.size = n_;
+    for (int r = 0; r < n_; ++r) l.arenas[r] = arena_[r];
     l.half_bytes = kHalfBytes;
-    l.slot_bytes = ArenaLayout::SlotBytes(kHalfBytes, 2);
+    l.slot_bytes = ArenaLayout::SlotBytes(kHalfBytes, n_);
     l.abort_flag = words_;
     l.error = words_ + 1 + rank;
     l.timeout_ns = 5'000'000'000ull;
     return l;
   }
 
-  // Waits for both ranks' kernels, expects neither reported an error, and
+  // Waits for every rank's kernels, expects none reported an error, and
   // checks the first `elements` of each rank's output against want(rank, i).
-  void FinishAndCheck(char* const out[2], DataType dtype, ReduceOp op, size_t elements,
+  void FinishAndCheck(char* const out[], DataType dtype, ReduceOp op, size_t elements,
                       const std::function<double(int, size_t)>& want) {
-    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
-    int errors[2] = {};
-    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
-    EXPECT_EQ(errors[0], 0);
-    EXPECT_EQ(errors[1], 0);
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < n_; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+    std::vector<int> errors(n_);
+    ASSERT_CUDA(cudaMemcpy(errors.data(), words_ + 1, n_ * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int r = 0; r < n_; ++r) EXPECT_EQ(errors[r], 0) << "rank " << r;
+    for (int r = 0; r < n_; ++r) {
       std::vector<char> got(elements * DataTypeSize(dtype));
       ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
       for (size_t i = 0; i < elements; ++i) {
@@ -111,19 +113,38 @@ class TwoRanksOnOneGpu : public ::testing::Test {
     }
   }
 
-  // An all_reduce of `count` elements on both ranks by `protocol`
-  // (two-shot where `two_shot`), the input `offset` elements into rank 1's
-  // allocation; every element of both outputs checked.
+  // `count`, or fewer elements where more ranks than 2 share the GPU: so
+  // many that all ranks' grids (a block per `block_bytes` of a rank's
+  // data) stay within 128 blocks, which the GPU runs at once whatever the
+  // kernel (one block of kThreads per SM). Past that, a rank's blocks
+  // can wait for SMs its peers' waiting blocks hold (seen on 8 ranks: the
+  // last ranks launched never started before the deadline). On 2 ranks the
+  // sizes stay whole: the region's limits are tested there.
+  size_t Fit(size_t count, size_t esize, size_t block_bytes) const {
+    if (n_ <= 2) return count;
+    const size_t most = (size_t{128} / n_) * block_bytes / esize;
+    return std::max<size_t>(1, std::min(count, most));
+  }
+
+  // An all_reduce of `count` elements on every rank by `protocol`
+  // (two-shot where `two_shot`), the input `offset` elements into the odd
+  // ranks' allocations; every element of every output checked.
   void AllReduce(DataType dtype, ReduceOp op, size_t count, int protocol, bool two_shot,
                  size_t offset, int salt) {
     SCOPED_TRACE(absl::StrCat(DataTypeName(dtype), " ", ReduceOpName(op), " count ", count,
                               " protocol ", protocol, two_shot ? " two-shot" : "",
                               " offset ", offset));
     const size_t esize = DataTypeSize(dtype);
-    char* in[2] = {};
-    char* out[2] = {};
-    for (int r = 0; r < 2; ++r) {
-      const size_t shift = r == 1 ? offset * esize : 0;
+    count = Fit(count, esize,
+                protocol == kLowLatencyWords   ? 4096
+                : protocol == kLowLatencyLines ? 61440
+                : two_shot                     ? 8192 * n_
+                                               : 8192);
+    SCOPED_TRACE(absl::StrCat("elements ", count));
+    char* in[kMaxRanks] = {};
+    char* out[kMaxRanks] = {};
+    for (int r = 0; r < n_; ++r) {
+      const size_t shift = r % 2 == 1 ? offset * esize : 0;
       ASSERT_CUDA(cudaMalloc(&in[r], count * esize + shift));
       ASSERT_CUDA(cudaMalloc(&out[r], count * esize + shift));
       in[r] += shift;
@@ -131,8 +152,8 @@ class TwoRanksOnOneGpu : public ::testing::Test {
       const std::vector<char> host = Encode(dtype, InputValues(dtype, op, r + salt, count));
       ASSERT_CUDA(cudaMemcpy(in[r], host.data(), host.size(), cudaMemcpyHostToDevice));
     }
-    ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));  // The error words.
-    for (int r = 0; r < 2; ++r) {
+    ASSERT_CUDA(cudaMemset(words_ + 1, 0, n_ * sizeof(int)));  // The error words.
+    for (int r = 0; r < n_; ++r) {
       IpcLaunch l = Base(r);
       l.input = in[r];
       l.output = out[r];
@@ -144,40 +165,43 @@ class TwoRanksOnOneGpu : public ::testing::Test {
       ASSERT_EQ(LaunchAllReduce(l, stream_[r]), 0);
     }
     FinishAndCheck(out, dtype, op, count, [&](int, size_t i) {
-      return ReduceValues(dtype, op,
-                          {InputValue(dtype, op, salt, i), InputValue(dtype, op, 1 + salt, i)});
+      std::vector<double> each(n_);
+      for (int r = 0; r < n_; ++r) each[r] = InputValue(dtype, op, r + salt, i);
+      return ReduceValues(dtype, op, each);
     });
-    for (int r = 0; r < 2; ++r) {
-      const size_t shift = r == 1 ? offset * esize : 0;
+    for (int r = 0; r < n_; ++r) {
+      const size_t shift = r % 2 == 1 ? offset * esize : 0;
       cudaFree(in[r] - shift);
       cudaFree(out[r] - shift);
     }
   }
 
   // `kind` (all_gather, all_to_all or reduce_scatter) with chunks of
-  // `count` elements on both ranks by `protocol`; every element of both
-  // outputs checked against the reference (ranks sent InputValues(r)).
+  // `count` elements on every rank by `protocol`; every element of every
+  // output checked against the reference (ranks sent InputValues(r)).
   void Exchange(CollectiveKind kind, ExchangeKind as, DataType dtype, size_t count,
                 int protocol) {
     SCOPED_TRACE(absl::StrCat(CollectiveName(kind), " ", DataTypeName(dtype), " count ",
                               count, " protocol ", protocol));
     const size_t esize = DataTypeSize(dtype);
+    count = Fit(count, esize, protocol == kLowLatencyWords ? 4096 : 8192);
+    SCOPED_TRACE(absl::StrCat("elements ", count));
     const bool reduces = kind == CollectiveKind::kReduceScatter;
-    const size_t send = kind == CollectiveKind::kAllGather ? count : 2 * count;
-    const size_t recv = reduces ? count : 2 * count;
-    char* in[2] = {};
-    char* out[2] = {};
-    for (int r = 0; r < 2; ++r) {
+    const size_t send = kind == CollectiveKind::kAllGather ? count : n_ * count;
+    const size_t recv = reduces ? count : n_ * count;
+    char* in[kMaxRanks] = {};
+    char* out[kMaxRanks] = {};
+    for (int r = 0; r < n_; ++r) {
       ASSERT_CUDA(cudaMalloc(&in[r], send * esize));
       ASSERT_CUDA(cudaMalloc(&out[r], recv * esize));
       const std::vector<char> host =
           Encode(dtype, InputValues(dtype, ReduceOp::kSum, r, send));
       ASSERT_CUDA(cudaMemcpy(in[r], host.data(), host.size(), cudaMemcpyHostToDevice));
     }
-    ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));
-    for (int r = 0; r < 2; ++r) {
+    ASSERT_CUDA(cudaMemset(words_ + 1, 0, n_ * sizeof(int)));
+    for (int r = 0; r < n_; ++r) {
       IpcLaunch l = Base(r);
-      l.slot_bytes = ArenaLayout::ExchangeSlotBytes(kHalfBytes, 2);
+      l.slot_bytes = ArenaLayout::ExchangeSlotBytes(kHalfBytes, n_);
       l.input = in[r];
       l.output = out[r];
       l.count = reduces ? count : count * esize;  // Copies move bytes.
@@ -188,9 +212,9 @@ class TwoRanksOnOneGpu : public ::testing::Test {
       ASSERT_EQ(LaunchExchange(l, as, stream_[r]), 0);
     }
     FinishAndCheck(out, dtype, ReduceOp::kSum, recv, [&](int r, size_t i) {
-      return ExpectedValue(kind, dtype, ReduceOp::kSum, 0, r, 2, count, i);
+      return ExpectedValue(kind, dtype, ReduceOp::kSum, 0, r, n_, count, i);
     });
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < n_; ++r) {
       cudaFree(in[r]);
       cudaFree(out[r]);
     }
@@ -203,7 +227,7 @@ class TwoRanksOnOneGpu : public ::testing::Test {
   void ExpectLoneRankGivesUp(const char* what, int code,
                              const std::function<int(IpcLaunch, cudaStream_t)>& launch) {
     SCOPED_TRACE(absl::StrCat(what, code == kErrorAborted ? " aborted" : " deadline"));
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < n_; ++r) {
       ASSERT_CUDA(cudaMemset(arena_[r], 0, ArenaLayout::kZeroedBytes));
     }
     const int abort_and_errors[3] = {code == kErrorAborted ? 1 : 0, 0, 0};
@@ -222,12 +246,27 @@ class TwoRanksOnOneGpu : public ::testing::Test {
     ASSERT_CUDA(cudaMemset(words_, 0, sizeof(int)));  // Lower the abort flag.
   }
 
-  void* arena_[2] = {};
-  cudaStream_t stream_[2] = {};
+  const int n_;
+  void* arena_[kMaxRanks] = {};
+  cudaStream_t stream_[kMaxRanks] = {};
   int* words_ = nullptr;
 };
 
-TEST_F(TwoRanksOnOneGpu, TwoShot) {
+class TwoRanksOnOneGpu : public RanksOnOneGpu {
+ protected:
+  TwoRanksOnOneGpu() : RanksOnOneGpu(2) {}
+};
+
+// 2, 4 and 8 ranks: the layouts, peer orders and reductions of more ranks
+// than the GPUs lent so far. Each case keeps the grids of all ranks
+// together within what the GPU runs at once (512 blocks of kThreads on an
+// H200), since a rank's blocks wait for every peer's.
+class ManyRanksOnOneGpu : public RanksOnOneGpu, public ::testing::WithParamInterface<int> {
+ protected:
+  ManyRanksOnOneGpu() : RanksOnOneGpu(GetParam()) {}
+};
+
+TEST_P(ManyRanksOnOneGpu, TwoShot) {
   int salt = 0;
   for (size_t offset : {size_t{0}, size_t{1}}) {
     for (size_t count : {size_t{60013}, size_t{400001}, size_t{64}}) {
@@ -236,7 +275,7 @@ TEST_F(TwoRanksOnOneGpu, TwoShot) {
   }
 }
 
-TEST_F(TwoRanksOnOneGpu, EveryProtocolEveryDtype) {
+TEST_P(ManyRanksOnOneGpu, EveryProtocolEveryDtype) {
   int salt = 0;
   for (DataType dtype :
        {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8, DataType::kFloat64}) {
@@ -244,8 +283,11 @@ TEST_F(TwoRanksOnOneGpu, EveryProtocolEveryDtype) {
       for (size_t count : {size_t{1}, size_t{13}, size_t{4099}}) {
         AllReduce(dtype, op, count, kLowLatencyWords, false, 0, ++salt);
       }
-      // Lines: one slice, a partial last line, many slices per warp.
-      for (size_t count : {size_t{7}, size_t{5003}, size_t{300001}}) {
+      // Lines: one slice, a partial last line, many slices per warp (up to
+      // what the region holds on n_ ranks).
+      const size_t most =
+          std::min<size_t>(300001, ArenaLayout::LinesBytes(n_) / DataTypeSize(dtype));
+      for (size_t count : {size_t{7}, size_t{5003}, most}) {
         AllReduce(dtype, op, count, kLowLatencyLines, false, 0, ++salt);
         AllReduce(dtype, op, count, kLowLatencyLines, false, 1, ++salt);
       }
@@ -255,9 +297,10 @@ TEST_F(TwoRanksOnOneGpu, EveryProtocolEveryDtype) {
   }
 }
 
-// all_gather, all_to_all and reduce_scatter on words (up to the 1 MiB a
-// chunk the region holds on 2 ranks) and through the slots.
-TEST_F(TwoRanksOnOneGpu, Exchanges) {
+// all_gather, all_to_all and reduce_scatter on words (up to what the
+// region holds a chunk: 1 MiB on 2 ranks, 256 KiB on 8) and through the
+// slots.
+TEST_P(ManyRanksOnOneGpu, Exchanges) {
   const struct {
     CollectiveKind kind;
     ExchangeKind as;
@@ -266,7 +309,7 @@ TEST_F(TwoRanksOnOneGpu, Exchanges) {
                {CollectiveKind::kReduceScatter, ExchangeKind::kReduceScatter}};
   for (const auto& k : kinds) {
     for (DataType dtype : {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8}) {
-      const size_t largest = ArenaLayout::LowLatencyBytes(2) / DataTypeSize(dtype);
+      const size_t largest = ArenaLayout::LowLatencyBytes(n_) / DataTypeSize(dtype);
       for (size_t count : {size_t{1}, size_t{4099}, largest / 2, largest}) {
         Exchange(k.kind, k.as, dtype, count, kLowLatencyWords);
       }
@@ -277,13 +320,18 @@ TEST_F(TwoRanksOnOneGpu, Exchanges) {
 
 // Calls in a row alternate the arena halves and mix the protocols: each
 // call's epoch must tell its data from what the call two before left.
-TEST_F(TwoRanksOnOneGpu, ManyCallsInARow) {
+TEST_P(ManyRanksOnOneGpu, ManyCallsInARow) {
   const int protocols[] = {kLowLatencyWords, kLowLatencyLines, kFlagBarriers};
   for (int i = 0; i < 60; ++i) {
-    AllReduce(DataType::kFloat32, ReduceOp::kSum, i % 2 ? 3001 : 70001, protocols[i % 3],
+    AllReduce(DataType::kFloat32, ReduceOp::kSum, i % 2 ? 3001 : 50001, protocols[i % 3],
               false, 0, i);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ManyRanksOnOneGpu, ::testing::Values(2, 4, 8),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrCat(info.param, "Ranks");
+                         });
 
 // Every kind of wait for a peer gives up when the peer never comes: at the
 // deadline or on the abort flag, reporting which peer. Both ranks' calls
