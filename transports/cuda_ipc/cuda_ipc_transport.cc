@@ -593,7 +593,8 @@ absl::Status CudaIpcTransport::RegisterWindow(const Buffer& region, absl::Time d
 
 absl::Status CudaIpcTransport::DeregisterWindow(void* data, absl::Time deadline) {
   Core& c = *core_;
-  // Refused before the barrier, so that a bad address costs nothing.
+  // Refused before the barrier (Remove says why), so that a bad address
+  // costs no wait.
   if (!c.windows->Contains(data)) return c.windows->Remove(data);
   // Every rank's earlier kernels, the only ones that store into this
   // rank's region, are done once every rank has passed a barrier queued
