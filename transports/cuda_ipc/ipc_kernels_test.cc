@@ -328,6 +328,89 @@ TEST_P(ManyRanksOnOneGpu, ManyCallsInARow) {
   }
 }
 
+// A ring of sends and receives (each rank to the next, from the one
+// before) of several chunks and a tail, three batches in a row, so that the
+// pairs' chunk counters carry from batch to batch; every byte checked.
+TEST_P(ManyRanksOnOneGpu, SendAndReceiveInARing) {
+  const size_t bytes = 3 * kP2PChunkBytes + 4099;
+  std::vector<char*> send(n_), recv(n_);
+  for (int r = 0; r < n_; ++r) {
+    ASSERT_CUDA(cudaMalloc(&send[r], bytes));
+    ASSERT_CUDA(cudaMalloc(&recv[r], bytes));
+  }
+  auto byte = [](int rank, int batch, size_t i) {
+    return static_cast<char>((i * 31 + static_cast<size_t>(rank) * 7 + batch * 3) & 0xff);
+  };
+  for (int batch = 0; batch < 3; ++batch) {
+    SCOPED_TRACE(absl::StrCat("batch ", batch));
+    std::vector<char> host(bytes);
+    for (int r = 0; r < n_; ++r) {
+      for (size_t i = 0; i < bytes; ++i) host[i] = byte(r, batch, i);
+      ASSERT_CUDA(cudaMemcpy(send[r], host.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    ASSERT_CUDA(cudaMemset(words_ + 1, 0, n_ * sizeof(int)));
+    for (int r = 0; r < n_; ++r) {
+      P2PLaunch l;
+      l.base = Base(r);
+      l.ops = 2;
+      l.op[0] = {send[r], bytes, (r + 1) % n_, true};
+      l.op[1] = {recv[r], bytes, (r + n_ - 1) % n_, false};
+      ASSERT_EQ(LaunchP2P(l, stream_[r]), 0);
+    }
+    for (int r = 0; r < n_; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+    std::vector<int> errors(n_);
+    ASSERT_CUDA(cudaMemcpy(errors.data(), words_ + 1, n_ * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int r = 0; r < n_; ++r) {
+      EXPECT_EQ(errors[r], 0) << "rank " << r;
+      ASSERT_CUDA(cudaMemcpy(host.data(), recv[r], bytes, cudaMemcpyDeviceToHost));
+      const int from = (r + n_ - 1) % n_;
+      for (size_t i = 0; i < bytes; ++i) {
+        if (host[i] != byte(from, batch, i)) {
+          ADD_FAILURE() << "rank " << r << " byte " << i << " is not rank " << from << "'s";
+          break;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < n_; ++r) {
+    cudaFree(send[r]);
+    cudaFree(recv[r]);
+  }
+}
+
+// all_gather straight into every rank's output (as into symmetric
+// windows): every element of every output checked.
+TEST_P(ManyRanksOnOneGpu, DirectAllGather) {
+  const DataType dtype = DataType::kFloat32;
+  const size_t count = Fit(40009, 4, 8192);
+  const size_t chunk = count * 4;
+  char* in[kMaxRanks] = {};
+  char* out[kMaxRanks] = {};
+  for (int r = 0; r < n_; ++r) {
+    ASSERT_CUDA(cudaMalloc(&in[r], chunk));
+    ASSERT_CUDA(cudaMalloc(&out[r], n_ * chunk));
+    const std::vector<char> host = Encode(dtype, InputValues(dtype, ReduceOp::kSum, r, count));
+    ASSERT_CUDA(cudaMemcpy(in[r], host.data(), chunk, cudaMemcpyHostToDevice));
+  }
+  ASSERT_CUDA(cudaMemset(words_ + 1, 0, n_ * sizeof(int)));
+  for (int r = 0; r < n_; ++r) {
+    IpcLaunch l = Base(r);
+    l.input = in[r];
+    l.output = out[r];
+    l.count = chunk;
+    l.stride = chunk;
+    for (int q = 0; q < n_; ++q) l.peer_outputs[q] = out[q];
+    ASSERT_EQ(LaunchDirectAllGather(l, stream_[r]), 0);
+  }
+  FinishAndCheck(out, dtype, ReduceOp::kSum, n_ * count, [&](int r, size_t i) {
+    return ExpectedValue(CollectiveKind::kAllGather, dtype, ReduceOp::kSum, 0, r, n_, count, i);
+  });
+  for (int r = 0; r < n_; ++r) {
+    cudaFree(in[r]);
+    cudaFree(out[r]);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, ManyRanksOnOneGpu, ::testing::Values(2, 4, 8),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return absl::StrCat(info.param, "Ranks");
