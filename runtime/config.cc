@@ -109,6 +109,13 @@ const Setting kSettings[] = {
      "which the receiver polls: twice the bytes, no flag barrier. 0 turns "
      "it off. The low-latency region (8 MiB) caps it at 8 MiB / (4 x "
      "ranks): 1 MiB on 2 ranks, 256 KiB on 8."},
+    {"RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", K::kCount, "0", 0, 1048576, "", "Transports",
+     "cuda_ipc all_reduces larger than the one-shot low-latency words take "
+     "and of up to this many bytes reduce-scatter, then all-gather, on "
+     "words: about 2 (ranks - 1) / ranks of the data a rank sends, doubled "
+     "by the epochs, against ranks - 1 times it one-shot. Meant for 4 or "
+     "more ranks (on 2 it sends as much, in two trips). Off (0) until "
+     "measured on 4 and 8 GPUs; the low-latency region caps it at 1 MiB."},
     {"RELAY_CUDA_IPC_LINES_BYTES", K::kCount, "0", 0, 3932160, "", "Transports",
      "cuda_ipc one-shot all_reduces larger than the low-latency words take "
      "and of up to this many bytes send their data as 128-byte lines of 120 "

@@ -98,6 +98,7 @@ struct Core final : DeviceWatchOwner {
   uint64_t one_shot_bytes = 0;
   uint64_t low_latency_bytes = 0;  // RELAY_CUDA_IPC_LOW_LATENCY_BYTES.
   uint64_t lines_bytes = 0;        // RELAY_CUDA_IPC_LINES_BYTES.
+  uint64_t two_shot_words_bytes = 0;  // RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES.
   void* arena = nullptr;
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
   std::vector<void*> opened;     // cudaIpcOpenMemHandle's.
@@ -332,13 +333,19 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   const bool one_shot =
       c.size == 1 ||
       ((c.size - 1) * count * esize <= c.one_shot_bytes && count * esize <= body);
-  const size_t piece = std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
+  const size_t bytes = count * esize;
+  // Past the one-shot words, two-shot words where set (one call: they fit
+  // the low-latency region).
+  const bool two_shot_words =
+      c.size > 1 && bytes > c.low_latency_bytes && bytes <= c.two_shot_words_bytes;
+  const size_t piece =
+      two_shot_words ? count : std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
   IpcLaunch l = BaseLaunch(deadline);
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
-  l.two_shot = !one_shot;
-  const size_t bytes = count * esize;
-  l.low_latency = !one_shot || c.size == 1          ? cuda_ipc::kFlagBarriers
+  l.two_shot = two_shot_words || !one_shot;
+  l.low_latency = two_shot_words                    ? cuda_ipc::kLowLatencyWords
+                  : !one_shot || c.size == 1       ? cuda_ipc::kFlagBarriers
                   : bytes <= c.low_latency_bytes ? cuda_ipc::kLowLatencyWords
                   : bytes <= c.lines_bytes       ? cuda_ipc::kLowLatencyLines
                                                  : cuda_ipc::kFlagBarriers;
@@ -652,6 +659,10 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   // GPU only: ipc_kernels_test).
   RELAY_ASSIGN_OR_RETURN(const uint64_t lines_bytes,
                          ReadCount("RELAY_CUDA_IPC_LINES_BYTES", 0));
+  // Off until 4 and 8 GPUs measure it (checked on one GPU only, on 2, 4
+  // and 8 ranks: ipc_kernels_test).
+  RELAY_ASSIGN_OR_RETURN(const uint64_t two_shot_words_bytes,
+                         ReadCount("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", 0));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
   auto core = std::make_shared<Core>();
   Core& c = *core;
@@ -668,6 +679,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   c.low_latency_bytes =
       std::min<uint64_t>(low_latency_bytes, cuda_ipc::ArenaLayout::LowLatencyBytes(c.size));
   c.lines_bytes = std::min<uint64_t>(lines_bytes, cuda_ipc::ArenaLayout::LinesBytes(c.size));
+  c.two_shot_words_bytes = std::min<uint64_t>(
+      two_shot_words_bytes, cuda_ipc::ArenaLayout::LowLatencyTwoShotBytes(c.size));
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),

@@ -127,6 +127,15 @@ TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpOnLines) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// The same with two-shot on words past the one-shot words (to 1 MiB).
+TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpTwoShotOnWords) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
+  setenv("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", "1048576", 1);
+  absl::Status s = EveryDtypeAndOp();
+  unsetenv("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES");
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // The same with the one-shot paths off: every size two-shot.
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpTwoShot) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";

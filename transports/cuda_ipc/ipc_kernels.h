@@ -76,6 +76,12 @@ struct ArenaLayout {
     return kLowLatencyRegionBytes / (2 * static_cast<size_t>(ranks)) / 256 * 256;
   }
   static constexpr size_t LowLatencyBytes(int ranks) { return LowLatencySlotBytes(ranks) / 2; }
+  // Two-shot all_reduce on words: a slot holds a slice's words of both
+  // phases, 32 bytes for each 8 of a rank's slice, so the call may be up to
+  // `ranks` slices of LowLatencySlotBytes / 32 (1 MiB on any rank count).
+  static constexpr size_t LowLatencyTwoShotBytes(int ranks) {
+    return LowLatencySlotBytes(ranks) / 32 * 8 * static_cast<size_t>(ranks);
+  }
   // Point-to-point control, from kP2POffset: ready flags [source][chunk
   // slot][part] (raised by the sender), freed flags [destination][slot]
   // [part] (raised by the receiver), message sizes [source][slot][part]
@@ -200,9 +206,10 @@ struct IpcLaunch {
   // all_reduce (0 or 1). One-shot: count's bytes <= slot_bytes -
   // kTailBytes. Two-shot: each rank's slice (count / size, rounded up to
   // whole 16-byte units) too.
-  // kLowLatencyWords (all_reduce one-shot, all_gather, all_to_all and
+  // kLowLatencyWords (all_reduce, all_gather, all_to_all and
   // reduce_scatter; size > 1): an all_reduce's or a chunk's bytes <=
-  // ArenaLayout::LowLatencyBytes(size); kLowLatencyLines (all_reduce
+  // ArenaLayout::LowLatencyBytes(size), a two-shot all_reduce's <=
+  // LowLatencyTwoShotBytes(size); kLowLatencyLines (all_reduce
   // one-shot, size > 1): count's bytes <= ArenaLayout::LinesBytes(size);
   // both whatever slot_bytes is.
   int two_shot = 0;

@@ -130,16 +130,16 @@ class RanksOnOneGpu : public ::testing::Test {
   // (two-shot where `two_shot`), the input `offset` elements into the odd
   // ranks' allocations; every element of every output checked.
   void AllReduce(DataType dtype, ReduceOp op, size_t count, int protocol, bool two_shot,
-                 size_t offset, int salt) {
+                 size_t offset, int salt, bool in_place = false) {
     SCOPED_TRACE(absl::StrCat(DataTypeName(dtype), " ", ReduceOpName(op), " count ", count,
                               " protocol ", protocol, two_shot ? " two-shot" : "",
-                              " offset ", offset));
+                              " offset ", offset, in_place ? " in place" : ""));
     const size_t esize = DataTypeSize(dtype);
-    count = Fit(count, esize,
-                protocol == kLowLatencyWords   ? 4096
-                : protocol == kLowLatencyLines ? 61440
-                : two_shot                     ? 8192 * n_
-                                               : 8192);
+    // Bytes of a rank's data a block of each kind takes.
+    const size_t block_bytes = protocol == kLowLatencyLines ? 61440
+                               : protocol == kLowLatencyWords ? 4096
+                                                              : 8192;
+    count = Fit(count, esize, two_shot ? block_bytes * n_ : block_bytes);
     SCOPED_TRACE(absl::StrCat("elements ", count));
     char* in[kMaxRanks] = {};
     char* out[kMaxRanks] = {};
@@ -149,6 +149,10 @@ class RanksOnOneGpu : public ::testing::Test {
       ASSERT_CUDA(cudaMalloc(&out[r], count * esize + shift));
       in[r] += shift;
       out[r] += shift;
+      if (in_place) {
+        cudaFree(out[r] - shift);
+        out[r] = in[r];
+      }
       const std::vector<char> host = Encode(dtype, InputValues(dtype, op, r + salt, count));
       ASSERT_CUDA(cudaMemcpy(in[r], host.data(), host.size(), cudaMemcpyHostToDevice));
     }
@@ -172,7 +176,7 @@ class RanksOnOneGpu : public ::testing::Test {
     for (int r = 0; r < n_; ++r) {
       const size_t shift = r % 2 == 1 ? offset * esize : 0;
       cudaFree(in[r] - shift);
-      cudaFree(out[r] - shift);
+      if (!in_place) cudaFree(out[r] - shift);
     }
   }
 
@@ -297,6 +301,23 @@ TEST_P(ManyRanksOnOneGpu, EveryProtocolEveryDtype) {
   }
 }
 
+// Two-shot all_reduce on words: every dtype and op, a slice of part of a
+// unit, many units, up to the region's limit, misaligned and in place.
+TEST_P(ManyRanksOnOneGpu, TwoShotOnWords) {
+  int salt = 0;
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8, DataType::kFloat64}) {
+    const size_t most = ArenaLayout::LowLatencyTwoShotBytes(n_) / DataTypeSize(dtype);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      for (size_t count : {size_t{1}, size_t{13}, size_t{40009}, most}) {
+        AllReduce(dtype, op, count, kLowLatencyWords, true, 0, ++salt);
+      }
+      AllReduce(dtype, op, 40009, kLowLatencyWords, true, 1, ++salt);
+      AllReduce(dtype, op, 40009, kLowLatencyWords, true, 0, ++salt, true);
+    }
+  }
+}
+
 // all_gather, all_to_all and reduce_scatter on words (up to what the
 // region holds a chunk: 1 MiB on 2 ranks, 256 KiB on 8) and through the
 // slots.
@@ -325,6 +346,9 @@ TEST_P(ManyRanksOnOneGpu, ManyCallsInARow) {
   for (int i = 0; i < 60; ++i) {
     AllReduce(DataType::kFloat32, ReduceOp::kSum, i % 2 ? 3001 : 50001, protocols[i % 3],
               false, 0, i);
+    if (i % 5 == 0) {  // Two-shot words between them.
+      AllReduce(DataType::kFloat32, ReduceOp::kSum, 20011, kLowLatencyWords, true, 0, 100 + i);
+    }
   }
 }
 

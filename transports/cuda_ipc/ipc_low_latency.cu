@@ -1,8 +1,9 @@
-// The cuda_ipc low-latency kernels (ipc_kernels.h): all_reduce, all_gather,
-// all_to_all and reduce_scatter of small data. Every 8 bytes a rank sends
-// go into the peer's low-latency slot for it as two words of 4 data bytes
-// and the call's epoch, and the peer polls the words themselves: no flag,
-// no fence and no barrier, one trip over NVLink a call.
+// The cuda_ipc low-latency kernels (ipc_kernels.h): all_reduce (one-shot,
+// or two-shot for many ranks), all_gather, all_to_all and reduce_scatter
+// of small data. Every 8 bytes a rank sends go into the peer's low-latency
+// slot for it as two words of 4 data bytes and the call's epoch, and the
+// peer polls the words themselves: no flag, no fence and no barrier, one
+// trip over NVLink a call (two for two-shot).
 //
 // Larger one-shot all_reduces go as 128-byte lines instead: 120 data bytes
 // and the epoch, stored by 8 threads of a warp in one instruction, which
@@ -159,6 +160,60 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
   EndCall(p, 0, c.epoch);
 }
 
+// Two-shot all_reduce on words, for many ranks, where one-shot sends each
+// peer the whole input: every rank reduces its slice (a reduce_scatter on
+// words), then sends it to every peer (an all_gather on words), about
+// 2 (n - 1) / n of the data a rank instead of n - 1 times it (both
+// doubled by the epochs). Slice q is units [q U, (q + 1) U) of 8 bytes;
+// in a slot, unit j's words of the first phase are word pair j, of the
+// second pair U + j. Each thread's unit needs no other thread's, so the
+// phases need no barrier, and in place is safe: unit q U + j is read and
+// written by thread j alone, read first.
+template <typename T, IpcOp kOp>
+__global__ void __launch_bounds__(kThreads) TwoShotWordsKernel(IpcLaunch p) {
+  const LowLatencyCall c = BeginLowLatencyCall(p);
+  const int n = p.size;
+  const size_t bytes = p.count * sizeof(T);
+  const size_t units = ((bytes + 7) / 8 + n - 1) / n;
+  const Range r = Split(0, units, blockIdx.x, gridDim.x);
+  bool ok = true;
+  for (size_t j = r.begin + threadIdx.x; j < r.end && ok; j += blockDim.x) {
+    auto at = [&](int q) { return (static_cast<size_t>(q) * units + j) * 8; };
+    for (int k = 1; k < n; ++k) {
+      const int d = Peer(p, blockIdx.x, k);
+      PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), j,
+                     LoadEight(c.in, at(d), bytes), c.epoch);
+    }
+    Accumulator<T, kOp> sum;
+    for (int q = 0; q < n && ok; ++q) {
+      Eight<T> u;
+      if (q == p.rank) {
+        u.raw = LoadEight(c.in, at(q), bytes);
+      } else {
+        ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), j, c.epoch, q,
+                            c.failed, &u.raw);
+      }
+      sum.Add(q, u);
+    }
+    if (!ok) break;
+    const uint64_t reduced = sum.Result(n);
+    for (int k = 1; k < n; ++k) {
+      const int d = Peer(p, blockIdx.x, k);
+      PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), units + j, reduced,
+                     c.epoch);
+    }
+    StoreEight(c.out, at(p.rank), bytes, reduced);
+    for (int q = 0; q < n && ok; ++q) {
+      if (q == p.rank) continue;
+      uint64_t word;
+      ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), units + j, c.epoch, q,
+                          c.failed, &word);
+      if (ok) StoreEight(c.out, at(q), bytes, word);
+    }
+  }
+  EndCall(p, 0, c.epoch);
+}
+
 __device__ __forceinline__ void StoreLine16(char* dst, uint64_t a, uint64_t b) {
   asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(dst), "l"(a), "l"(b)
                : "memory");
@@ -274,6 +329,11 @@ template <typename T, IpcOp kOp, typename Chunks>
 int LaunchReducing(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   if constexpr (std::is_same_v<Chunks, AllReduceChunks>) {
     if (p.low_latency == kLowLatencyLines) return LaunchLines<T, kOp>(p, stream, via);
+    if (p.two_shot) {
+      // A thread per 8-byte unit of a rank's slice.
+      const size_t units = ((p.count * sizeof(T) + 7) / 8 + p.size - 1) / p.size;
+      return Queue(TwoShotWordsKernel<T, kOp>, BlocksFor(units), kThreads, p, stream, via);
+    }
   }
   return Queue(LowLatencyKernel<T, kOp, Chunks, true>, Blocks(p.count * sizeof(T)), kThreads, p,
                stream, via);
