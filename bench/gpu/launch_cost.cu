@@ -158,13 +158,19 @@ int LaunchCostMain() {
          cudaGraphExecKernelNodeSetParams(graph_exec, node, &node_params);
          cudaGraphLaunch(graph_exec, s);
        }},
-      {"after the stream: record, wait, cudaGraphLaunch, record (cuda_ipc today)", [&] {
+      {"after the stream: record, wait, cudaGraphLaunch, record (cuda_ipc)", [&] {
          cudaEventRecord(ready, other);
          cudaStreamWaitEvent(s, ready, 0);
          cudaGraphLaunch(graph_exec, s);
          cudaEventRecord(next_event(), s);
        }},
-      {"on the stream: cudaGraphLaunch, record (cuda_ipc today)", [&] {
+      {"the same after the legacy default stream (record on it)", [&] {
+         cudaEventRecord(ready, cudaStreamLegacy);
+         cudaStreamWaitEvent(s, ready, 0);
+         cudaGraphLaunch(graph_exec, s);
+         cudaEventRecord(next_event(), s);
+       }},
+      {"on the stream: cudaGraphLaunch, record (cuda_ipc)", [&] {
          cudaGraphLaunch(graph_exec, s);
          cudaEventRecord(next_event(), s);
        }},
