@@ -37,6 +37,19 @@ __global__ void Spin(unsigned long long ns) {
 __global__ void WithParams(Params p) {
   if (p.words[0] == 1 && threadIdx.x == 0 && blockIdx.x == 0) p.words[1] = 0;
 }
+// What cuda_ipc's flag barrier costs a kernel: every thread fences at
+// system scope (Raise), or one thread stores with release semantics.
+__global__ void FenceEveryThread(unsigned* word) {
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) *reinterpret_cast<volatile unsigned*>(word) = 1;
+}
+__global__ void ReleaseOneThread(unsigned* word) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(word), "r"(1u) : "memory");
+  }
+}
 
 double MedianUs(const std::function<void()>& call, cudaStream_t drain) {
   std::vector<double> per_call;
@@ -201,6 +214,12 @@ int LaunchCostMain() {
   std::printf("\n| queued behind a busy stream | GPU us per call (500 calls) |\n|---|---:|\n");
   std::printf("| kernel <<<1, 512>>>, 224-byte parameter | %.2f |\n",
               GpuUs([&] { WithParams<<<1, 512, 0, s>>>(p); }, s));
+  std::printf("| kernel <<<1, 512>>>, every thread __threadfence_system | %.2f |\n",
+              GpuUs([&] { FenceEveryThread<<<1, 512, 0, s>>>(word); }, s));
+  std::printf("| kernel <<<1, 512>>>, one thread st.release.sys | %.2f |\n",
+              GpuUs([&] { ReleaseOneThread<<<1, 512, 0, s>>>(word); }, s));
+  std::printf("| kernel <<<64, 512>>>, every thread __threadfence_system | %.2f |\n",
+              GpuUs([&] { FenceEveryThread<<<64, 512, 0, s>>>(word); }, s));
   std::printf("| cudaGraphExecKernelNodeSetParams + cudaGraphLaunch | %.2f |\n", GpuUs([&] {
                 p.words[0] ^= 2;
                 cudaGraphExecKernelNodeSetParams(graph_exec, node, &node_params);
