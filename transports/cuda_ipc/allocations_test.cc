@@ -6,18 +6,14 @@
 #include <cuda_runtime.h>
 
 #include "gtest/gtest.h"
+#include "testing/device_memory.h"
 
 namespace relay {
 namespace cuda_ipc {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 TEST(AllocationsTest, RangesAndIdsOfLiveAndFreedAllocations) {
-  if (!HaveGpu()) GTEST_SKIP() << "no GPU visible";
+  if (!DeviceMemoryAvailable()) GTEST_SKIP() << "no GPU visible";
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   absl::StatusOr<Allocations> loaded = Allocations::Load();
   ASSERT_TRUE(loaded.ok()) << loaded.status();

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -91,9 +93,12 @@ TEST(CudaIpcTransportTest, NotViableWithoutGpuSaysWhy) {
 
 // Every dtype and op; low-latency words, one-shot through the slots and a
 // flag barrier, two-shot, and tails that are not whole 16-byte units;
-// aligned and misaligned buffers; in place and not.
-absl::Status EveryDtypeAndOp() {
-  return RunRanks(
+// aligned and misaligned buffers; in place and not. `settings` (name,
+// value) are set for the run and unset after it.
+absl::Status EveryDtypeAndOp(
+    std::initializer_list<std::pair<const char*, const char*>> settings = {}) {
+  for (const auto& [name, value] : settings) setenv(name, value, 1);
+  absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
         int salt = 0;
@@ -110,6 +115,8 @@ absl::Status EveryDtypeAndOp() {
         return absl::OkStatus();
       },
       {}, OneGpuPerRank());
+  for (const auto& [name, value] : settings) unsetenv(name);
+  return s;
 }
 
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
@@ -121,27 +128,23 @@ TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
 // The same with 128-byte lines (from 256 KiB to 3.75 MiB on 2 ranks).
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpOnLines) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
-  setenv("RELAY_CUDA_IPC_LINES_BYTES", "3932160", 1);
-  absl::Status s = EveryDtypeAndOp();
-  unsetenv("RELAY_CUDA_IPC_LINES_BYTES");
+  absl::Status s = EveryDtypeAndOp({{"RELAY_CUDA_IPC_LINES_BYTES", "3932160"}});
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// The same with two-shot on words past the one-shot words (to 1 MiB).
+// The same with two-shot on words in place of the one-shot words, so
+// that every call up to 1 MiB takes it.
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpTwoShotOnWords) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
-  setenv("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", "1048576", 1);
-  absl::Status s = EveryDtypeAndOp();
-  unsetenv("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES");
+  absl::Status s = EveryDtypeAndOp({{"RELAY_CUDA_IPC_LOW_LATENCY_BYTES", "0"},
+                                    {"RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", "1048576"}});
   EXPECT_TRUE(s.ok()) << s;
 }
 
 // The same with the one-shot paths off: every size two-shot.
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOpTwoShot) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs, " << Gpus() << " visible";
-  setenv("RELAY_CUDA_IPC_ONE_SHOT_BYTES", "0", 1);
-  absl::Status s = EveryDtypeAndOp();
-  unsetenv("RELAY_CUDA_IPC_ONE_SHOT_BYTES");
+  absl::Status s = EveryDtypeAndOp({{"RELAY_CUDA_IPC_ONE_SHOT_BYTES", "0"}});
   EXPECT_TRUE(s.ok()) << s;
 }
 

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "testing/device_memory.h"
 #include "runtime/collective.h"
 #include "runtime/data_type.h"
 #include "testing/reference.h"
@@ -32,11 +33,6 @@ namespace {
 
 // Before any CUDA call of the process.
 const bool kEagerLoading = setenv("CUDA_MODULE_LOADING", "EAGER", 1) == 0;
-
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 #define ASSERT_CUDA(call) ASSERT_EQ((call), cudaSuccess) << #call
 
@@ -60,7 +56,7 @@ class RanksOnOneGpu : public ::testing::Test {
  protected:
   explicit RanksOnOneGpu(int ranks) : n_(ranks) {}
   void SetUp() override {
-    if (!HaveGpu()) GTEST_SKIP() << "no GPU visible";
+    if (!DeviceMemoryAvailable()) GTEST_SKIP() << "no GPU visible";
     ASSERT_CUDA(cudaSetDevice(0));
     for (int r = 0; r < n_; ++r) {
       ASSERT_CUDA(cudaMalloc(&arena_[r], ArenaLayout::Bytes(kHalfBytes)));
@@ -263,8 +259,8 @@ class TwoRanksOnOneGpu : public RanksOnOneGpu {
 
 // 2, 4 and 8 ranks: the layouts, peer orders and reductions of more ranks
 // than the GPUs lent so far. Each case keeps the grids of all ranks
-// together within what the GPU runs at once (512 blocks of kThreads on an
-// H200), since a rank's blocks wait for every peer's.
+// together within what the GPU runs at once (Fit), since a rank's blocks
+// wait for every peer's.
 class ManyRanksOnOneGpu : public RanksOnOneGpu, public ::testing::WithParamInterface<int> {
  protected:
   ManyRanksOnOneGpu() : RanksOnOneGpu(GetParam()) {}

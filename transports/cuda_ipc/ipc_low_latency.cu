@@ -100,6 +100,45 @@ __device__ __forceinline__ LowLatencyCall BeginLowLatencyCall(const IpcLaunch& p
   return c;
 }
 
+// Stores `data_for(d)` as word pair `i` of every peer d's slot for this
+// rank.
+template <typename DataFor>
+__device__ __forceinline__ void PushToPeers(const IpcLaunch& p, const LowLatencyCall& c,
+                                            size_t i, DataFor&& data_for) {
+  for (int k = 1; k < p.size; ++k) {
+    const int d = Peer(p, blockIdx.x, k);
+    PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), i, data_for(d), c.epoch);
+  }
+}
+
+// The 8 bytes peer `q` pushed as word pair `i` of this rank's slot for it;
+// false if the wait gave up.
+__device__ __forceinline__ bool TakeFromPeer(const IpcLaunch& p, const LowLatencyCall& c, int q,
+                                             size_t i, uint64_t* data) {
+  return TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), i, c.epoch, q, c.failed,
+                        data);
+}
+
+// `own` (this rank's 8 bytes) and every peer's word pair `i`, reduced in
+// rank order, so that every rank gets the same bits; false if a wait gave
+// up.
+template <typename T, IpcOp kOp>
+__device__ __forceinline__ bool ReduceWithPeers(const IpcLaunch& p, const LowLatencyCall& c,
+                                                size_t i, uint64_t own, uint64_t* reduced) {
+  Accumulator<T, kOp> sum;
+  for (int q = 0; q < p.size; ++q) {
+    Eight<T> u;
+    if (q == p.rank) {
+      u.raw = own;
+    } else if (!TakeFromPeer(p, c, q, i, &u.raw)) {
+      return false;
+    }
+    sum.Add(q, u);
+  }
+  *reduced = sum.Result(p.size);
+  return true;
+}
+
 // all_reduce sends its whole input to every peer and takes the whole output.
 struct AllReduceChunks {
   __device__ static size_t InputChunk(const IpcLaunch&, int) { return 0; }
@@ -123,25 +162,11 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
   bool ok = true;
   for (size_t i = r.begin + threadIdx.x; i < r.end && ok; i += blockDim.x) {
     const size_t at = i * 8;
-    for (int k = 1; k < n; ++k) {
-      const int d = Peer(p, blockIdx.x, k);
-      PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), i,
-                     LoadEight(input(d), at, bytes), c.epoch);
-    }
+    PushToPeers(p, c, i, [&](int d) { return LoadEight(input(d), at, bytes); });
     if constexpr (kReduces) {
-      Accumulator<T, kOp> sum;
-      for (int q = 0; q < n && ok; ++q) {
-        Eight<T> u;
-        if (q == p.rank) {
-          u.raw = LoadEight(input(q), at, bytes);
-        } else {
-          ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), i, c.epoch, q,
-                              c.failed, &u.raw);
-        }
-        sum.Add(q, u);
-      }
-      if (!ok) break;
-      StoreEight(output(p.rank), at, bytes, sum.Result(n));
+      uint64_t reduced;
+      ok = ReduceWithPeers<T, kOp>(p, c, i, LoadEight(input(p.rank), at, bytes), &reduced);
+      if (ok) StoreEight(output(p.rank), at, bytes, reduced);
     } else {
       for (int q = 0; q < n && ok; ++q) {
         uint64_t word;
@@ -149,8 +174,7 @@ __global__ void __launch_bounds__(kThreads) LowLatencyKernel(IpcLaunch p) {
           if (input(q) == output(q)) continue;  // In place: there.
           word = LoadEight(input(q), at, bytes);
         } else {
-          ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), i, c.epoch, q,
-                              c.failed, &word);
+          ok = TakeFromPeer(p, c, q, i, &word);
           if (!ok) break;
         }
         StoreEight(output(q), at, bytes, word);
@@ -179,35 +203,16 @@ __global__ void __launch_bounds__(kThreads) TwoShotWordsKernel(IpcLaunch p) {
   bool ok = true;
   for (size_t j = r.begin + threadIdx.x; j < r.end && ok; j += blockDim.x) {
     auto at = [&](int q) { return (static_cast<size_t>(q) * units + j) * 8; };
-    for (int k = 1; k < n; ++k) {
-      const int d = Peer(p, blockIdx.x, k);
-      PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), j,
-                     LoadEight(c.in, at(d), bytes), c.epoch);
-    }
-    Accumulator<T, kOp> sum;
-    for (int q = 0; q < n && ok; ++q) {
-      Eight<T> u;
-      if (q == p.rank) {
-        u.raw = LoadEight(c.in, at(q), bytes);
-      } else {
-        ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), j, c.epoch, q,
-                            c.failed, &u.raw);
-      }
-      sum.Add(q, u);
-    }
+    PushToPeers(p, c, j, [&](int d) { return LoadEight(c.in, at(d), bytes); });
+    uint64_t reduced;
+    ok = ReduceWithPeers<T, kOp>(p, c, j, LoadEight(c.in, at(p.rank), bytes), &reduced);
     if (!ok) break;
-    const uint64_t reduced = sum.Result(n);
-    for (int k = 1; k < n; ++k) {
-      const int d = Peer(p, blockIdx.x, k);
-      PushLowLatency(LowLatencySlot(p, p.arenas[d], c.half, p.rank), units + j, reduced,
-                     c.epoch);
-    }
+    PushToPeers(p, c, units + j, [&](int) { return reduced; });
     StoreEight(c.out, at(p.rank), bytes, reduced);
     for (int q = 0; q < n && ok; ++q) {
       if (q == p.rank) continue;
       uint64_t word;
-      ok = TakeLowLatency(p, LowLatencySlot(p, c.own_arena, c.half, q), units + j, c.epoch, q,
-                          c.failed, &word);
+      ok = TakeFromPeer(p, c, q, units + j, &word);
       if (ok) StoreEight(c.out, at(q), bytes, word);
     }
   }

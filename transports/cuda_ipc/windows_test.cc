@@ -15,20 +15,16 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "testing/device_memory.h"
 
 namespace relay {
 namespace cuda_ipc {
 namespace {
 
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 class TwoRanksWindows : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!HaveGpu()) GTEST_SKIP() << "no GPU visible";
+    if (!DeviceMemoryAvailable()) GTEST_SKIP() << "no GPU visible";
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     absl::StatusOr<Allocations> a = Allocations::Load();
     ASSERT_TRUE(a.ok()) << a.status();
