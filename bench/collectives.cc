@@ -103,8 +103,8 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      stream-ordered transports) captures the -n timed calls
                      into one CUDA graph on a stream of each rank's own and
                      times a replay (results unchecked)
-  --window 0|1       device buffers, all_gather: 1 registers each row's
-                     receive buffer as a symmetric window
+  --window 0|1       device buffers, all_gather and all_reduce: 1 registers
+                     each row's receive buffer as a symmetric window
                      (Communicator::RegisterWindow; cuda_ipc) before timing
                      it, and deregisters it after (default 0)
   --json FILE        also write every row as JSON
@@ -476,9 +476,11 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   if (on_device) {
     RELAY_ASSIGN_OR_RETURN(device, MoveToDevice(call));
   }
-  // all_gather is the collective windows change today (cuda_ipc).
-  const bool windowed = on_device && f.window && kind == CollectiveKind::kAllGather &&
-                        call.recv_view.count > 0;
+  // The collectives windows change today (cuda_ipc).
+  const bool windowed =
+      on_device && f.window &&
+      (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllReduce) &&
+      call.recv_view.count > 0;
   WindowGuard window;
   if (windowed) RELAY_RETURN_IF_ERROR(window.Register(comm, call.recv_view));
   CollectiveOptions options;

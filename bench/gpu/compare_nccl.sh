@@ -20,9 +20,9 @@
 # over relay's cuda_ipc transport, a process per GPU under relayrun: eager
 # (variant cuda_ipc), queued on each rank's own stream (cuda_ipc-on-stream)
 # and replayed from a CUDA graph (cuda_ipc-graph); CUDA_IPC=0 leaves them
-# out; for all_gather it also runs with the receive buffers in symmetric
-# windows (variant cuda_ipc-window, `collectives --window 1`) unless
-# WINDOW=0. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
+# out; for all_gather and all_reduce it also runs with the receive buffers
+# in symmetric windows (variant cuda_ipc-window, `collectives --window 1`)
+# unless WINDOW=0. SYMMETRIC=1 adds raw NCCL on symmetric windows (variant
 # raw-symmetric: nccl_collectives --symmetric 1, NCCL >= 2.27); off by
 # default, since each side lengthens every sweep. TORCH_SYMM=1 adds torch's
 # symmetric-memory all_reduce for all_reduce (variant torch-symm,
@@ -80,7 +80,7 @@ ${sweep[*]} --transport cuda_ipc --collective $c --json {out}.json"
     sides+=("cuda_ipc=$ipc -c $check"
             "cuda_ipc-on-stream=$ipc -c $check --cuda-stream own --stream-order on"
             "cuda_ipc-graph=$ipc -c 0 --api graph")
-    if [ "$c" = all_gather ] && [ "${WINDOW:-1}" = 1 ]; then
+    if { [ "$c" = all_gather ] || [ "$c" = all_reduce ]; } && [ "${WINDOW:-1}" = 1 ]; then
       sides+=("cuda_ipc-window=$ipc -c $check --window 1")
     fi
     for spec in ${CUDA_IPC_VARIANTS:-}; do

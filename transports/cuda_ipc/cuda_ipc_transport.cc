@@ -59,12 +59,13 @@ constexpr uint64_t kDefaultLowLatencyBytesMoreRanks = 64ull << 10;
 // 64 MB (0.91-0.95x NCCL's busbw at 256 MB - 2 GB, against 0.88-0.92x).
 constexpr uint64_t kDefaultArenaBytesMoreRanks = 1024ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
-// all_gather stores straight into peers' windows from this many bytes a
-// call: its two barriers (the peers must have started before their
-// outputs are written) cost 2 us a call on 2 H200s, and the saved copy
-// wins from 32 MB (1.07x the staged busbw there, 1.09x at 512 MB; 0.81-0.94x
-// below).
-constexpr size_t kDirectAllGatherBytes = size_t{32} << 20;
+// all_gather and all_reduce store straight into peers' windows from this
+// many bytes a call. all_gather's two barriers (the peers must have started
+// before their outputs are written) cost 2 us a call on 2 H200s, and the
+// saved copy wins from 32 MB (1.07x the staged busbw there, 1.09x at
+// 512 MB; 0.81-0.94x below). Two-shot all_reduce has those barriers anyway;
+// the same bound keeps the window lookup (a driver query) off smaller calls.
+constexpr size_t kDirectBytes = size_t{32} << 20;
 // How long the teardown barrier waits for a peer that never comes.
 constexpr uint64_t kTeardownTimeoutNs = 10'000'000'000ull;
 
@@ -203,6 +204,14 @@ absl::StatusOr<IpcType> TypeOf(DataType t) {
   return static_cast<IpcType>(static_cast<int>(t));
 }
 
+// A call into a window whose allocation was freed while registered.
+absl::Status WindowFreed(int rank, const char* call, const void* base) {
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "cuda_ipc: %s on rank %d: the window at %p was freed while registered "
+      "(DeregisterWindow it on every rank before freeing its memory); no rank stored into it",
+      call, rank, base));
+}
+
 class CudaIpcTransport final : public Transport {
  public:
   explicit CudaIpcTransport(std::shared_ptr<Core> core) : core_(std::move(core)) {
@@ -258,7 +267,7 @@ class CudaIpcTransport final : public Transport {
                                 cudaStream_t stream, cuda_ipc::KernelLauncher* via);
   absl::Status EnqueueExchange(const CollectiveArgs& args, cudaStream_t stream,
                                cuda_ipc::KernelLauncher* via);
-  // An all_gather of kDirectAllGatherBytes or more whose output lies in a
+  // An all_gather of kDirectBytes or more whose output lies in a
   // window: straight into the peers' outputs. False (nothing queued)
   // otherwise. InvalidArgument if the window's allocation was freed: the
   // peers are told (nothing is stored into any window, and their calls
@@ -338,7 +347,7 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   // the low-latency region).
   const bool two_shot_words =
       c.size > 1 && bytes > c.low_latency_bytes && bytes <= c.two_shot_words_bytes;
-  const size_t piece =
+  size_t piece =
       two_shot_words ? count : std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
   IpcLaunch l = BaseLaunch(deadline);
   l.type = type;
@@ -349,10 +358,36 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
                   : bytes <= c.low_latency_bytes ? cuda_ipc::kLowLatencyWords
                   : bytes <= c.lines_bytes       ? cuda_ipc::kLowLatencyLines
                                                  : cuda_ipc::kFlagBarriers;
+  // Two-shot on the flag path stores the reduced slices straight into the
+  // peers' outputs where the output lies in a window. It needs no result
+  // slots, so its contributions take the whole half: pieces twice as large
+  // (fewer kernels, each with its ramp and drain).
+  std::optional<cuda_ipc::Windows::Placement> placed;
+  if (l.two_shot && l.low_latency == cuda_ipc::kFlagBarriers && bytes >= kDirectBytes) {
+    placed = c.windows->Find(out, bytes);
+  }
+  if (placed) {
+    l.slot_bytes = c.exchange_slot_bytes;
+    piece = std::max<size_t>(
+        1, (c.exchange_slot_bytes - cuda_ipc::ArenaLayout::kTailBytes) / 16 * 16 * c.size / esize);
+  }
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
     l.output = static_cast<char*>(out) + done * esize;
+    if (placed) {
+      for (int r = 0; r < c.size; ++r) {
+        l.peer_outputs[r] = static_cast<char*>(placed->outputs[r]) + done * esize;
+      }
+    }
+    if (placed && placed->freed) {
+      // As EnqueueDirectAllGather: the peers meet a refusal instead of
+      // this rank's first piece, and store nothing.
+      RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
+                                     cuda_ipc::LaunchRefusedAllReduce(l, stream, via)),
+                                 "all_reduce kernel launch"));
+      return WindowFreed(c.rank, "all_reduce", placed->base);
+    }
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                    cuda_ipc::LaunchAllReduce(l, stream, via)),
                                "all_reduce kernel launch"));
@@ -390,7 +425,7 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
     const CollectiveArgs& args, cudaStream_t stream, cuda_ipc::KernelLauncher* via) {
   Core& c = *core_;
   const size_t chunk = PerRankCount(args, c.size) * DataTypeSize(args.recv.dtype);
-  if (chunk * c.size < kDirectAllGatherBytes) return false;
+  if (chunk * c.size < kDirectBytes) return false;
   char* out = static_cast<char*>(args.recv.data);
   const std::optional<cuda_ipc::Windows::Placement> placed =
       c.windows->Find(out, chunk * c.size);
@@ -407,10 +442,7 @@ absl::StatusOr<bool> CudaIpcTransport::EnqueueDirectAllGather(
     RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                    cuda_ipc::LaunchRefusedDirectAllGather(l, stream, via)),
                                "all_gather kernel launch"));
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "cuda_ipc: all_gather on rank %d: the window at %p was freed while registered "
-        "(DeregisterWindow it on every rank before freeing its memory); no rank stored into it",
-        c.rank, placed->base));
+    return WindowFreed(c.rank, "all_gather", placed->base);
   }
   RELAY_RETURN_IF_ERROR(Cuda(static_cast<cudaError_t>(
                                  cuda_ipc::LaunchDirectAllGather(l, stream, via)),

@@ -46,17 +46,31 @@ absl::Status CudaCheck(cudaError_t e, const char* what) {
 // Runs an all_reduce of `count` elements on every rank (input at element
 // offset `offset` of its allocation, in place or not) and checks every
 // element of the result against the reference.
+absl::Status CheckAllReduceAt(Communicator& comm, DataType dtype, ReduceOp op, size_t count,
+                              char* src, char* dst, int salt);
+
 absl::Status CheckAllReduce(Communicator& comm, DataType dtype, ReduceOp op,
                             size_t count, size_t offset, bool in_place,
                             int salt) {
-  const int rank = comm.rank();
   const size_t esize = DataTypeSize(dtype);
-  std::vector<double> values = InputValues(dtype, op, rank + salt, count);
-  std::vector<char> host = Encode(dtype, values);
   RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate((count + offset) * esize));
   RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate((count + offset) * esize));
   char* src = reinterpret_cast<char*>(in.data()) + offset * esize;
   char* dst = in_place ? src : reinterpret_cast<char*>(out.data()) + offset * esize;
+  absl::Status s = CheckAllReduceAt(comm, dtype, op, count, src, dst, salt);
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("offset ", offset, in_place ? " in place: " : ": ",
+                                             s.message()));
+}
+
+// As CheckAllReduce, from `src` into `dst` (device buffers of `count`
+// elements on this rank's GPU; the same for in place).
+absl::Status CheckAllReduceAt(Communicator& comm, DataType dtype, ReduceOp op, size_t count,
+                              char* src, char* dst, int salt) {
+  const int rank = comm.rank();
+  const size_t esize = DataTypeSize(dtype);
+  std::vector<double> values = InputValues(dtype, op, rank + salt, count);
+  std::vector<char> host = Encode(dtype, values);
   RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(src, host.data(), count * esize,
                                              cudaMemcpyHostToDevice), "cudaMemcpy"));
   RELAY_ASSIGN_OR_RETURN(
@@ -75,8 +89,7 @@ absl::Status CheckAllReduce(Communicator& comm, DataType dtype, ReduceOp op,
     const double have = DecodeAt(dtype, got.data(), i);
     if (!Matches(dtype, op, want, have)) {
       return absl::InternalError(absl::StrCat(
-          DataTypeName(dtype), " ", ReduceOpName(op), " count ", count,
-          " offset ", offset, in_place ? " in place" : "", ": element ", i,
+          DataTypeName(dtype), " ", ReduceOpName(op), " count ", count, ": element ", i,
           " is ", have, ", want ", want, " (rank ", rank, ")"));
     }
   }
@@ -439,15 +452,57 @@ TEST(CudaIpcTransportTest, AllGatherIntoAWindow) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
-// A window whose memory one rank frees while it is registered: that
-// rank's all_gather into it is InvalidArgument, its peer's fails naming
-// it (not a deadline), nothing is stored into the peer's window, and
-// each communicator is aborted: later calls fail.
-TEST(CudaIpcTransportTest, WindowFreedWhileRegistered) {
+// all_reduce into a symmetric window: every element checked, float32 and
+// bfloat16, from 4099 elements (staged: windows serve calls from 32 MiB)
+// to past 32 MiB with a tail (two-shot, the reduced slices stored straight
+// into the peers' outputs, in pieces of the arena's slots), aligned and
+// misaligned, in place and not, and around a staged call.
+TEST(CudaIpcTransportTest, AllReduceIntoAWindow) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
+        const Device dev = Device::Cuda(comm.rank());
+        constexpr size_t kMost = (size_t{24} << 20) + 5;  // float32: 96 MiB, 3 pieces.
+        const size_t window_bytes = kMost * 4 + 256;
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes alloc, DeviceBytes::Allocate(window_bytes));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(window_bytes));
+        char* window = alloc.data();
+        RELAY_RETURN_IF_ERROR(comm.RegisterWindow(
+            Buffer{window, window_bytes / 4, DataType::kFloat32, dev}));
+        int salt = 0;
+        for (DataType dtype : {DataType::kFloat32, DataType::kBfloat16}) {
+          const size_t esize = DataTypeSize(dtype);
+          for (size_t count : {size_t{4099}, (size_t{32} << 20) / esize + 3, kMost * 4 / esize}) {
+            for (size_t offset : {size_t{0}, size_t{4}}) {
+              if (offset + count * esize > window_bytes) continue;
+              RELAY_RETURN_IF_ERROR(CheckAllReduceAt(comm, dtype, ReduceOp::kSum, count,
+                                                     in.data() + offset, window + offset,
+                                                     ++salt));
+              RELAY_RETURN_IF_ERROR(CheckCollective(comm, CollectiveKind::kAllReduce, dtype,
+                                                    ReduceOp::kMax, 1001, 0, 0));
+            }
+          }
+          // In place, in the window.
+          RELAY_RETURN_IF_ERROR(CheckAllReduceAt(comm, dtype, ReduceOp::kAvg,
+                                                 (size_t{40} << 20) / esize + 1, window + 16,
+                                                 window + 16, ++salt));
+        }
+        return comm.DeregisterWindow(window);
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// A window whose memory one rank frees while it is registered: that
+// rank's call (`kind`: all_gather or all_reduce of 32 MiB) into it is
+// InvalidArgument, its peer's fails naming it (not a deadline), nothing is
+// stored into the peer's window, and each communicator is aborted: later
+// calls fail.
+void WindowFreedWhileRegistered(CollectiveKind kind) {
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [kind](Communicator& comm) -> absl::Status {
         const int rank = comm.rank(), n = comm.size();
         const Device dev = Device::Cuda(rank);
         constexpr size_t kCount = size_t{4} << 20;  // Floats a rank: 32 MiB in all.
@@ -455,7 +510,8 @@ TEST(CudaIpcTransportTest, WindowFreedWhileRegistered) {
         twenty_seconds.timeout = absl::Seconds(20);
         const size_t window_bytes = kCount * n * 4;
         RELAY_ASSIGN_OR_RETURN(DeviceBytes alloc, DeviceBytes::Allocate(window_bytes));
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * 4));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * n * 4));
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemset(in.data(), 0, kCount * n * 4), "zero"));
         RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemset(alloc.data(), 0x5a, window_bytes), "fill"));
         char* window = alloc.data();
         RELAY_RETURN_IF_ERROR(comm.RegisterWindow(
@@ -465,9 +521,15 @@ TEST(CudaIpcTransportTest, WindowFreedWhileRegistered) {
         if (rank == 1) DeviceBytes freed = std::move(alloc);
         const auto start = std::chrono::steady_clock::now();
         absl::StatusOr<Request> r =
-            comm.AllGather(ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), kCount, dev),
-                           Buffer::Of(reinterpret_cast<float*>(window), kCount * n, dev),
-                           twenty_seconds);
+            kind == CollectiveKind::kAllGather
+                ? comm.AllGather(
+                      ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), kCount, dev),
+                      Buffer::Of(reinterpret_cast<float*>(window), kCount * n, dev),
+                      twenty_seconds)
+                : comm.AllReduce(
+                      ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), kCount * n, dev),
+                      Buffer::Of(reinterpret_cast<float*>(window), kCount * n, dev),
+                      ReduceOp::kSum, twenty_seconds);
         absl::Status got = r.ok() ? r->Wait() : r.status();
         const double seconds =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -492,6 +554,16 @@ TEST(CudaIpcTransportTest, WindowFreedWhileRegistered) {
       },
       {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
+}
+
+TEST(CudaIpcTransportTest, WindowFreedWhileRegistered) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  WindowFreedWhileRegistered(CollectiveKind::kAllGather);
+}
+
+TEST(CudaIpcTransportTest, WindowFreedWhileRegisteredAllReduce) {
+  if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  WindowFreedWhileRegistered(CollectiveKind::kAllReduce);
 }
 
 // The conformance matrix on `n` GPUs, ranks as threads: the native

@@ -35,6 +35,9 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
   const R* in = static_cast<const R*>(p.input);
   R* out = static_cast<R*>(p.output);
   const size_t tail_offset = p.slot_bytes - ArenaLayout::kTailBytes;
+  // Two-shot into symmetric windows: reduced slices go straight into every
+  // rank's output, with no result slots and no copy out of them.
+  const bool into_windows = p.two_shot && p.peer_outputs[0] != nullptr;
 
   // The tail, one-shot: pushed by block 0 with the body, reduced after the
   // first barrier.
@@ -107,7 +110,10 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
         dst[dst_base + i] = o.raw;
         if (push_result) {
           for (int s = 0; s < n; ++s) {
-            if (s != p.rank) {
+            if (s == p.rank) continue;
+            if (into_windows) {
+              static_cast<R*>(p.peer_outputs[s])[dst_base + i] = o.raw;
+            } else {
               reinterpret_cast<R*>(Slot(p, p.arenas[s], half, n + p.rank))[i] = o.raw;
             }
           }
@@ -135,7 +141,11 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
     // Rank s reduces slice s: every rank pushes slice s of its input into
     // rank s's slot for it, rank s reduces the slice from its slots and
     // pushes the result into every peer's result slot, and every rank
-    // copies the other slices' results out of its own arena.
+    // copies the other slices' results out of its own arena. Into windows,
+    // rank s stores the result straight into every peer's output: the
+    // first barrier tells it each peer has started the call (its stream is
+    // done with the output), the second tells each peer its output is
+    // whole.
     auto part_of = [&](const Range& slice) {
       return Split(0, slice.end - slice.begin, b, blocks).Scaled(kScale);
     };
@@ -147,13 +157,19 @@ __global__ void __launch_bounds__(kThreads) AllReduceKernel(IpcLaunch p) {
     }
     if (b == 0) push_tail();
     ok = Barrier(p, 0, b, epoch);
+    if (ok && into_windows) {
+      if (const int refusing = RefusingPeer(p, epoch); refusing >= 0) {
+        if (threadIdx.x == 0) Report(p, kErrorWindowFreed, refusing);
+        ok = false;
+      }
+    }
     if (ok) {
       const Range slice = Split(0, units, p.rank, n);
       reduce(part_of(slice), in, slice.begin * kScale, out, slice.begin * kScale, true);
       if (b == 0) reduce_tail();
       ok = Barrier(p, 1, b, epoch);
     }
-    if (ok) {
+    if (ok && !into_windows) {
       for (int s = 0; s < n; ++s) {
         if (s == p.rank) continue;
         const Range slice = Split(0, units, s, n);
@@ -175,8 +191,9 @@ int Blocks(const IpcLaunch& p, size_t esize) {
 template <typename T, IpcOp kOp>
 int Launch(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
   using E = typename RawOf<sizeof(T)>::type;
-  const bool aligned = (reinterpret_cast<uintptr_t>(p.input) % 16) == 0 &&
-                       (reinterpret_cast<uintptr_t>(p.output) % 16) == 0;
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p.input) | reinterpret_cast<uintptr_t>(p.output);
+  for (int r = 0; r < p.size; ++r) bits |= reinterpret_cast<uintptr_t>(p.peer_outputs[r]);
+  const bool aligned = bits % 16 == 0;
   const int blocks = Blocks(p, sizeof(T));
   return aligned ? Queue(AllReduceKernel<T, uint4, kOp>, blocks, kThreads, p, stream, via)
                  : Queue(AllReduceKernel<T, E, kOp>, blocks, kThreads, p, stream, via);
@@ -195,6 +212,10 @@ int LaunchOp(const IpcLaunch& p, cudaStream_t stream, KernelLauncher* via) {
 }
 
 }  // namespace
+
+int LaunchRefusedAllReduce(const IpcLaunch& p, void* stream, KernelLauncher* via) {
+  return QueueRefusal(p, Blocks(p, IpcTypeBytes(p.type)), static_cast<cudaStream_t>(stream), via);
+}
 
 int LaunchAllReduce(const IpcLaunch& p, void* stream_ptr, KernelLauncher* via) {
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);

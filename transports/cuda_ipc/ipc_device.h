@@ -226,9 +226,11 @@ __device__ __forceinline__ size_t FlagRow(int phase, int block) {
 }
 
 // Block `block` raises its flag of `phase` to `value` in every peer's arena,
-// once every thread's stores into peers' arenas are done (acknowledged).
+// after every thread's earlier stores. No fence per thread: the CTA barrier
+// orders the block's stores before the one system-scope release, and PTX's
+// release is cumulative, so a peer that acquires the flag sees them all
+// (design note, finding 31; NCCL's LSA barrier does the same).
 __device__ inline void Raise(const IpcLaunch& p, int phase, int block, uint32_t value) {
-  __threadfence_system();
   __syncthreads();
   const int t = threadIdx.x;
   if (t < p.size && t != p.rank) {
@@ -253,6 +255,23 @@ __device__ inline bool Barrier(const IpcLaunch& p, int phase, int block, uint32_
   const uint32_t value = FlagValue(epoch, kMaxSteps - 1);
   Raise(p, phase, block, value);
   return Await(p, phase, block, value);
+}
+
+// Windows: the peer whose refusal (QueueRefusal) this rank's arena holds
+// for call `epoch`, or -1; for the whole block, once it has every peer's
+// first flag of the call (the refusal is stored before that flag, and the
+// thread that acquired a peer's flag is the one that reads its word).
+__device__ inline int RefusingPeer(const IpcLaunch& p, uint32_t epoch) {
+  __shared__ int s_refusing;
+  if (threadIdx.x == 0) s_refusing = -1;
+  __syncthreads();
+  const int t = threadIdx.x;
+  if (t < p.size && t != p.rank &&
+      *reinterpret_cast<const volatile uint32_t*>(Refusals(p.arenas[p.rank]) + t) == epoch) {
+    s_refusing = t;
+  }
+  __syncthreads();
+  return s_refusing;
 }
 
 // The k-th peer (k in [1, size)) block `block` of this rank stores to.
@@ -371,6 +390,10 @@ inline int BlocksFor(size_t work) {
   const size_t want = (work + kThreads - 1) / kThreads;
   return static_cast<int>(want < 1 ? 1 : (want > kMaxBlocks ? kMaxBlocks : want));
 }
+
+// Queues, with `blocks` blocks, the refusal a rank whose window was freed
+// sends in place of a call into windows (ipc_exchange.cu).
+int QueueRefusal(const IpcLaunch& p, int blocks, cudaStream_t stream, KernelLauncher* via);
 
 // The low-latency kernels (ipc_low_latency.cu), for launches whose
 // low_latency is not kFlagBarriers; LaunchAllReduce and LaunchExchange

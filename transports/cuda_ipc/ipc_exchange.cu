@@ -170,18 +170,8 @@ __global__ void __launch_bounds__(kThreads) DirectAllGatherKernel(IpcLaunch p) {
   // peer's stream is done with what its output held before.
   Raise(p, 0, b, FlagValue(epoch, 0));
   if (Await(p, 0, b, FlagValue(epoch, 0))) {
-    // A peer's refusal, stored before its flag, is seen with it.
-    __shared__ int s_refused;
-    if (threadIdx.x == 0) s_refused = -1;
-    __syncthreads();
-    const int t = threadIdx.x;
-    if (t < p.size && t != p.rank &&
-        *reinterpret_cast<volatile uint32_t*>(Refusals(p.arenas[p.rank]) + t) == epoch) {
-      s_refused = t;
-    }
-    __syncthreads();
-    if (s_refused >= 0) {
-      if (t == 0) Report(p, kErrorWindowFreed, s_refused);
+    if (const int refusing = RefusingPeer(p, epoch); refusing >= 0) {
+      if (threadIdx.x == 0) Report(p, kErrorWindowFreed, refusing);
     } else {
       for (int k = 1; k < p.size; ++k) {
         const int d = Peer(p, b, k);
@@ -196,16 +186,17 @@ __global__ void __launch_bounds__(kThreads) DirectAllGatherKernel(IpcLaunch p) {
   EndCall(p, 0, epoch);
 }
 
-// LaunchRefusedDirectAllGather: the refusal, then the flag every peer's
-// same block waits for, and nothing else (no wait: the communicator is
-// being aborted).
-__global__ void __launch_bounds__(kThreads) RefusedDirectAllGatherKernel(IpcLaunch p) {
+// A refusal (QueueRefusal): the call's epoch in every peer's refusal word
+// for this rank, then the first flag every peer's same block waits for
+// (the highest value of phase 0, so that a wait for any step passes), and
+// nothing else (no wait: the communicator is being aborted).
+__global__ void __launch_bounds__(kThreads) RefusalKernel(IpcLaunch p) {
   const uint32_t epoch = BeginCall(p.arenas[p.rank], 0);
   const int t = threadIdx.x;
   if (t < p.size && t != p.rank) {
     *reinterpret_cast<volatile uint32_t*>(Refusals(p.arenas[t]) + p.rank) = epoch;
   }
-  Raise(p, 0, blockIdx.x, FlagValue(epoch, 0));
+  Raise(p, 0, blockIdx.x, FlagValue(epoch, kMaxSteps - 1));
   EndCall(p, 0, epoch);
 }
 
@@ -328,9 +319,12 @@ int LaunchDirectAllGather(const IpcLaunch& p, void* stream_ptr, KernelLauncher* 
   return Queue(DirectAllGatherKernel<unsigned char>, blocks, kThreads, p, stream, via);
 }
 
+int QueueRefusal(const IpcLaunch& p, int blocks, cudaStream_t stream, KernelLauncher* via) {
+  return Queue(RefusalKernel, blocks, kThreads, p, stream, via);
+}
+
 int LaunchRefusedDirectAllGather(const IpcLaunch& p, void* stream, KernelLauncher* via) {
-  return Queue(RefusedDirectAllGatherKernel, Blocks(p.count), kThreads, p,
-               static_cast<cudaStream_t>(stream), via);
+  return QueueRefusal(p, Blocks(p.count), static_cast<cudaStream_t>(stream), via);
 }
 
 int LaunchTeardownBarrier(const IpcLaunch& p, void* stream) {

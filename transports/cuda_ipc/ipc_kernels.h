@@ -117,8 +117,10 @@ struct ArenaLayout {
   static size_t Bytes(size_t half_bytes) { return kDataOffset + 2 * half_bytes; }
   // all_reduce: a half holds 2 x `ranks` slots of this many bytes (a
   // multiple of 256): slot q < ranks takes rank q's contribution, slot
-  // ranks + q rank q's reduced slice. The last kTailBytes of a contribution
-  // slot take the elements after the last whole 16-byte unit.
+  // ranks + q rank q's reduced slice (a two-shot call into windows has
+  // contribution slots of ExchangeSlotBytes and no result slots). The last
+  // kTailBytes of a contribution slot take the elements after the last
+  // whole 16-byte unit.
   static size_t SlotBytes(size_t half_bytes, int ranks) {
     return half_bytes / (2 * static_cast<size_t>(ranks)) / 256 * 256;
   }
@@ -135,6 +137,21 @@ enum class IpcType : int {
   kFloat16, kBfloat16, kFloat32, kFloat64,
 };
 enum class IpcOp : int { kSum, kProd, kMin, kMax, kAvg };
+inline constexpr size_t IpcTypeBytes(IpcType t) {
+  switch (t) {
+    case IpcType::kInt8:
+    case IpcType::kUint8: return 1;
+    case IpcType::kFloat16:
+    case IpcType::kBfloat16: return 2;
+    case IpcType::kInt32:
+    case IpcType::kUint32:
+    case IpcType::kFloat32: return 4;
+    case IpcType::kInt64:
+    case IpcType::kUint64:
+    case IpcType::kFloat64: return 8;
+  }
+  return 1;
+}
 
 // The collectives other than all_reduce. Each moves a chunk of `count`
 // elements per (source, destination) pair; chunk j of a buffer that holds
@@ -181,11 +198,14 @@ struct IpcLaunch {
   size_t stride = 0;
   void* arenas[kMaxRanks] = {};  // Every rank's arena, as this process sees it.
   size_t half_bytes = 0;
-  // ArenaLayout::SlotBytes for all_reduce, ExchangeSlotBytes otherwise; a
-  // chunk's bytes fit one.
+  // ArenaLayout::SlotBytes for all_reduce (ExchangeSlotBytes for a
+  // two-shot one into windows, which has no result slots),
+  // ExchangeSlotBytes otherwise; a chunk's bytes fit one.
   size_t slot_bytes = 0;
-  // LaunchDirectAllGather: every rank's output, as this process sees it
-  // (symmetric windows: the same offset in each rank's registered region).
+  // Every rank's output, as this process sees it (symmetric windows: the
+  // same offset in each rank's registered region): LaunchDirectAllGather's,
+  // and a two-shot all_reduce's on the flag path where set (null: through
+  // the result slots).
   void* peer_outputs[kMaxRanks] = {};
   // Give up waiting for a peer after this long (nanoseconds of the GPU's
   // global timer), or once *abort_flag is non-zero.
@@ -231,7 +251,13 @@ class KernelLauncher {
 
 // Each queues the call on `stream` (a cudaStream_t), launched directly, or
 // through `via` where given, and returns a cudaError_t value (0: queued).
+// A two-shot all_reduce with peer_outputs set stores each reduced slice
+// straight into every rank's output (outputs in symmetric windows).
 int LaunchAllReduce(const IpcLaunch& launch, void* stream, KernelLauncher* via = nullptr);
+// In place of such an all_reduce on a rank whose output window was freed
+// while registered; as LaunchRefusedDirectAllGather.
+int LaunchRefusedAllReduce(const IpcLaunch& launch, void* stream,
+                           KernelLauncher* via = nullptr);
 int LaunchExchange(const IpcLaunch& launch, ExchangeKind kind, void* stream,
                    KernelLauncher* via = nullptr);
 // all_gather into outputs in symmetric windows (launch.peer_outputs): the

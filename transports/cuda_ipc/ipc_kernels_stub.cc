@@ -8,6 +8,7 @@ int LaunchAllReduce(const IpcLaunch&, void*, KernelLauncher*) { return -1; }
 int LaunchExchange(const IpcLaunch&, ExchangeKind, void*, KernelLauncher*) { return -1; }
 int LaunchDirectAllGather(const IpcLaunch&, void*, KernelLauncher*) { return -1; }
 int LaunchRefusedDirectAllGather(const IpcLaunch&, void*, KernelLauncher*) { return -1; }
+int LaunchRefusedAllReduce(const IpcLaunch&, void*, KernelLauncher*) { return -1; }
 int LaunchP2P(const P2PLaunch&, void*, KernelLauncher*) { return -1; }
 int LaunchTeardownBarrier(const IpcLaunch&, void*) { return -1; }
 bool KernelsBuilt() { return false; }

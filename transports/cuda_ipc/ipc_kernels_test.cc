@@ -79,8 +79,8 @@ class RanksOnOneGpu : public ::testing::Test {
     l.rank = rank;
     l.size = n_;
     for (int r = 0; r < n_; ++r) l.arenas[r] = arena_[r];
-    l.half_bytes = kHalfBytes;
-    l.slot_bytes = ArenaLayout::SlotBytes(kHalfBytes, n_);
+    l.half_bytes = half_bytes_;
+    l.slot_bytes = ArenaLayout::SlotBytes(half_bytes_, n_);
     l.abort_flag = words_;
     l.error = words_ + 1 + rank;
     l.timeout_ns = 5'000'000'000ull;
@@ -122,14 +122,21 @@ class RanksOnOneGpu : public ::testing::Test {
     return std::max<size_t>(1, std::min(count, most));
   }
 
+  // Where an all_reduce's result goes (flags): its own buffer, the input
+  // (kInPlace), and from the reducing rank straight into every rank's
+  // output (kIntoWindows, as into symmetric windows; two-shot flag path).
+  enum Where : int { kApart = 0, kInPlace = 1, kIntoWindows = 2 };
+
   // An all_reduce of `count` elements on every rank by `protocol`
   // (two-shot where `two_shot`), the input `offset` elements into the odd
   // ranks' allocations; every element of every output checked.
   void AllReduce(DataType dtype, ReduceOp op, size_t count, int protocol, bool two_shot,
-                 size_t offset, int salt, bool in_place = false) {
+                 size_t offset, int salt, int where = kApart) {
+    const bool in_place = (where & kInPlace) != 0;
     SCOPED_TRACE(absl::StrCat(DataTypeName(dtype), " ", ReduceOpName(op), " count ", count,
                               " protocol ", protocol, two_shot ? " two-shot" : "",
-                              " offset ", offset, in_place ? " in place" : ""));
+                              " offset ", offset, in_place ? " in place" : "",
+                              (where & kIntoWindows) != 0 ? " into windows" : ""));
     const size_t esize = DataTypeSize(dtype);
     // Bytes of a rank's data a block of each kind takes.
     const size_t block_bytes = protocol == kLowLatencyLines ? 61440
@@ -162,6 +169,10 @@ class RanksOnOneGpu : public ::testing::Test {
       l.op = static_cast<IpcOp>(static_cast<int>(op));
       l.low_latency = protocol;
       l.two_shot = two_shot ? 1 : 0;
+      if ((where & kIntoWindows) != 0) {  // No result slots: larger ones.
+        for (int q = 0; q < n_; ++q) l.peer_outputs[q] = out[q];
+        l.slot_bytes = ArenaLayout::ExchangeSlotBytes(half_bytes_, n_);
+      }
       ASSERT_EQ(LaunchAllReduce(l, stream_[r]), 0);
     }
     FinishAndCheck(out, dtype, op, count, [&](int, size_t i) {
@@ -247,6 +258,9 @@ class RanksOnOneGpu : public ::testing::Test {
   }
 
   const int n_;
+  // The arena halves' bytes the launches use (at most kHalfBytes; the same
+  // for every call of a test, as in a communicator).
+  size_t half_bytes_ = kHalfBytes;
   void* arena_[kMaxRanks] = {};
   cudaStream_t stream_[kMaxRanks] = {};
   int* words_ = nullptr;
@@ -297,6 +311,42 @@ TEST_P(ManyRanksOnOneGpu, EveryProtocolEveryDtype) {
   }
 }
 
+// Two-shot all_reduce storing the reduced slices straight into every
+// rank's output (as into symmetric windows): every dtype and op, a tail
+// (counts not whole 16-byte units), misaligned, in place.
+TEST_P(ManyRanksOnOneGpu, TwoShotIntoWindows) {
+  int salt = 0;
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kBfloat16, DataType::kInt8, DataType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+      AllReduce(dtype, op, 60013, kFlagBarriers, true, 0, ++salt, kIntoWindows);
+    }
+  }
+  for (size_t offset : {size_t{0}, size_t{1}}) {
+    for (size_t count : {size_t{60013}, size_t{400001}, size_t{64}}) {
+      AllReduce(DataType::kFloat32, ReduceOp::kSum, count, kFlagBarriers, true, offset, ++salt,
+                kIntoWindows);
+    }
+  }
+  AllReduce(DataType::kBfloat16, ReduceOp::kSum, 60013, kFlagBarriers, true, 1, ++salt,
+            kInPlace | kIntoWindows);
+}
+
+// Into windows a call's contributions fill the whole half: a call past
+// what the result slots leave room for (in 1 MiB halves, so that the
+// grids stay small), and at the limit, mixed with calls through the slots.
+TEST_P(ManyRanksOnOneGpu, TwoShotIntoWindowsFillsTheHalf) {
+  half_bytes_ = size_t{1} << 20;
+  const size_t staged_most = (ArenaLayout::SlotBytes(half_bytes_, n_) - 64) / 16 * 16 * n_ / 4;
+  const size_t most = (ArenaLayout::ExchangeSlotBytes(half_bytes_, n_) - 64) / 16 * 16 * n_ / 4;
+  int salt = 0;
+  for (size_t count : {staged_most + 1001, most, most - 3}) {
+    AllReduce(DataType::kFloat32, ReduceOp::kSum, count, kFlagBarriers, true, 0, ++salt,
+              kIntoWindows);
+    AllReduce(DataType::kFloat32, ReduceOp::kMax, staged_most, kFlagBarriers, true, 0, ++salt);
+  }
+}
+
 // Two-shot all_reduce on words: every dtype and op, a slice of part of a
 // unit, many units, up to the region's limit, misaligned and in place.
 TEST_P(ManyRanksOnOneGpu, TwoShotOnWords) {
@@ -309,7 +359,7 @@ TEST_P(ManyRanksOnOneGpu, TwoShotOnWords) {
         AllReduce(dtype, op, count, kLowLatencyWords, true, 0, ++salt);
       }
       AllReduce(dtype, op, 40009, kLowLatencyWords, true, 1, ++salt);
-      AllReduce(dtype, op, 40009, kLowLatencyWords, true, 0, ++salt, true);
+      AllReduce(dtype, op, 40009, kLowLatencyWords, true, 0, ++salt, kInPlace);
     }
   }
 }
@@ -344,6 +394,10 @@ TEST_P(ManyRanksOnOneGpu, ManyCallsInARow) {
               false, 0, i);
     if (i % 5 == 0) {  // Two-shot words between them.
       AllReduce(DataType::kFloat32, ReduceOp::kSum, 20011, kLowLatencyWords, true, 0, 100 + i);
+    }
+    if (i % 7 == 0) {  // And two-shot into windows.
+      AllReduce(DataType::kFloat32, ReduceOp::kSum, 50001, kFlagBarriers, true, 0, 200 + i,
+                kIntoWindows);
     }
   }
 }
@@ -484,6 +538,15 @@ TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
     l.peer_outputs[1] = out + 4096;  // Never written: the peer never comes.
     return LaunchDirectAllGather(l, stream);
   };
+  auto into_windows = [&](IpcLaunch l, cudaStream_t stream) {
+    l.input = in;
+    l.output = out;
+    l.count = 60013;
+    l.two_shot = 1;
+    l.peer_outputs[0] = out;
+    l.peer_outputs[1] = out + bytes;  // Never written: the peer never comes.
+    return LaunchAllReduce(l, stream);
+  };
   auto teardown = [](IpcLaunch l, cudaStream_t stream) {
     return LaunchTeardownBarrier(l, stream);
   };
@@ -495,6 +558,7 @@ TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
       {"all_reduce on lines", all_reduce(5003, kLowLatencyLines, false)},
       {"one-shot all_reduce", all_reduce(20011, kFlagBarriers, false)},
       {"two-shot all_reduce", all_reduce(60013, kFlagBarriers, true)},
+      {"two-shot all_reduce into windows", into_windows},
       {"all_gather on words", exchange(ExchangeKind::kAllGather, 1000, kLowLatencyWords)},
       {"all_gather", exchange(ExchangeKind::kAllGather, 30011, kFlagBarriers)},
       {"broadcast from rank 1", exchange(ExchangeKind::kBroadcast, 30011, kFlagBarriers)},
@@ -582,6 +646,58 @@ TEST_F(TwoRanksOnOneGpu, DirectAllGatherAndItsRefusal) {
     cudaFree(in[r]);
     cudaFree(out[r]);
   }
+}
+
+// Two-shot all_reduce into windows, then rank 1 refuses (its window was
+// freed): rank 0 reports it, naming rank 1, and neither output changes;
+// the ranks' next call into windows works.
+TEST_F(TwoRanksOnOneGpu, AllReduceIntoWindowsAndItsRefusal) {
+  const DataType dtype = DataType::kFloat32;
+  AllReduce(dtype, ReduceOp::kSum, 300001, kFlagBarriers, true, 0, 1, kIntoWindows);
+
+  const size_t count = 300001;
+  const size_t bytes = count * 4;
+  char* in[2] = {};
+  char* out[2] = {};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_CUDA(cudaMalloc(&in[r], bytes));
+    ASSERT_CUDA(cudaMalloc(&out[r], bytes));
+    const std::vector<char> host = Encode(dtype, InputValues(dtype, ReduceOp::kSum, r, count));
+    ASSERT_CUDA(cudaMemcpy(in[r], host.data(), bytes, cudaMemcpyHostToDevice));
+    ASSERT_CUDA(cudaMemset(out[r], 0x5a, bytes));
+  }
+  ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));
+  for (int r = 0; r < 2; ++r) {
+    IpcLaunch l = Base(r);
+    l.input = in[r];
+    l.output = out[r];
+    l.count = count;
+    l.two_shot = 1;
+    l.peer_outputs[0] = out[0];
+    l.peer_outputs[1] = out[1];
+    ASSERT_EQ(r == 1 ? LaunchRefusedAllReduce(l, stream_[r]) : LaunchAllReduce(l, stream_[r]),
+              0);
+  }
+  for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+  int errors[2] = {};
+  ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(ErrorCode(errors[0]), kErrorWindowFreed) << errors[0];
+  EXPECT_EQ(ErrorPeer(errors[0]), 1) << errors[0];
+  EXPECT_EQ(errors[1], 0);
+  for (int r = 0; r < 2; ++r) {
+    std::vector<unsigned char> got(bytes);
+    ASSERT_CUDA(cudaMemcpy(got.data(), out[r], bytes, cudaMemcpyDeviceToHost));
+    const size_t changed =
+        got.size() - static_cast<size_t>(std::count(got.begin(), got.end(), 0x5a));
+    EXPECT_EQ(changed, 0u) << "bytes of rank " << r << "'s output written after the refusal";
+  }
+  for (int r = 0; r < 2; ++r) {
+    cudaFree(in[r]);
+    cudaFree(out[r]);
+  }
+
+  // The ranks are still in step.
+  AllReduce(dtype, ReduceOp::kSum, 300001, kFlagBarriers, true, 1, 2, kIntoWindows);
 }
 
 }  // namespace

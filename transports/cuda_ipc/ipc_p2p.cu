@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(kThreads) P2PKernel(P2PLaunch l) {
         reinterpret_cast<volatile unsigned long long*>(
             peer_words + ArenaLayout::kP2PSizeWord)[g] = op.bytes;
       }
-      __threadfence_system();
-      __syncthreads();
+      __syncthreads();  // Then one release covers the block's stores (Raise).
       if (threadIdx.x == 0) StoreRelease(peer_words + ArenaLayout::kP2PReadyWord + g, n);
     } else {
       const size_t f = FlagIndex(op.peer, slot, part);
