@@ -201,6 +201,29 @@ def main():
         elif rank == 0:
             store.wait(["relay_test_copied"])
             dist.send(d(0), dst=1, tag=6)
+
+    progress(rank, "windows")
+    # Symmetric windows: a 32 MiB all_reduce and all_gather into a
+    # registered tensor store straight into the peers' outputs on cuda_ipc;
+    # the other transports raise.
+    win = torch.zeros(16 << 20, device=dev)
+    if backend.device_transport == "cuda_ipc":
+        backend.register_window(win)
+        part = win[: 8 << 20]  # 32 MiB at offset 0 on every rank
+        part.copy_(d(rank, 8 << 20))
+        dist.all_reduce(part)
+        expect_equal(part, sum(data(r, 8 << 20) for r in ranks), "all_reduce into a window")
+        chunk = (16 << 20) // size
+        dist.all_gather_into_tensor(win[: chunk * size], d(rank, chunk, offset=3))
+        expect_equal(win[: chunk * size], torch.cat([data(r, chunk, offset=3) for r in ranks]),
+                     "all_gather into a window")
+        backend.deregister_window(win)
+    else:
+        try:
+            backend.register_window(win)
+            check(False, f"register_window on {backend.device_transport} did not raise")
+        except RuntimeError as e:
+            check("no symmetric windows" in str(e), f"register_window raised {e}")
     dist.barrier()
 
     dist.destroy_process_group()

@@ -22,7 +22,13 @@ PYBIND11_MODULE(_relay_torch, m) {
       .def_property_readonly("device_transport",
                              &relay_torch::ProcessGroupRelay::device_transport)
       .def("metrics_text", &relay_torch::ProcessGroupRelay::metrics_text,
-           "This rank's collective metrics, Prometheus text format");
+           "This rank's collective metrics, Prometheus text format")
+      .def("register_window", &relay_torch::ProcessGroupRelay::register_window,
+           py::arg("tensor"), py::call_guard<py::gil_scoped_release>(),
+           "Collective: registers a CUDA tensor as a symmetric window")
+      .def("deregister_window", &relay_torch::ProcessGroupRelay::deregister_window,
+           py::arg("tensor"), py::call_guard<py::gil_scoped_release>(),
+           "Collective: removes the window registered at the tensor");
   // Called as creator(store, rank, world_size, timeout) by
   // torch.distributed for backend="relay". Blocks until every rank joined,
   // without holding the GIL.

@@ -365,6 +365,23 @@ std::string ProcessGroupRelay::metrics_text() const {
   return text;
 }
 
+void ProcessGroupRelay::register_window(const at::Tensor& tensor) {
+  CheckTensor(tensor, "the window");
+  TORCH_CHECK(tensor.is_cuda(), "relay backend: a window must be a CUDA tensor, not on ",
+              tensor.device());
+  const absl::Status s = CommFor(&tensor)->RegisterWindow(BufferOf(tensor), OptionsFor(std::chrono::milliseconds(0)));
+  if (!s.ok()) Raise(s, "register_window");
+}
+
+void ProcessGroupRelay::deregister_window(const at::Tensor& tensor) {
+  CheckTensor(tensor, "the window");
+  TORCH_CHECK(tensor.is_cuda(), "relay backend: a window must be a CUDA tensor, not on ",
+              tensor.device());
+  const absl::Status s = CommFor(&tensor)->DeregisterWindow(tensor.data_ptr(),
+                                                        OptionsFor(std::chrono::milliseconds(0)));
+  if (!s.ok()) Raise(s, "deregister_window");
+}
+
 relay::CollectiveOptions ProcessGroupRelay::OptionsFor(
     std::chrono::milliseconds timeout, const at::Tensor* like) const {
   relay::CollectiveOptions options;

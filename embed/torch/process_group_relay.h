@@ -77,6 +77,17 @@ class ProcessGroupRelay final : public BackendBase {
   // Prometheus text format (relay::Communicator::MetricsText), for a
   // training script to export with the rest of its metrics.
   std::string metrics_text() const;
+  // Symmetric windows (relay::Communicator::RegisterWindow), collective:
+  // every rank registers a dense contiguous tensor of the same bytes on its
+  // GPU (from torch's caching allocator or anywhere). all_gather and
+  // all_reduce of 32 MiB or more whose output lies in a window, at the same
+  // offset on every rank, then store straight into the peers' outputs.
+  // Raises where CUDA tensors' transport has no windows (all but
+  // cuda_ipc). deregister_window (collective too) removes the window that
+  // starts at the tensor's data; keep the memory alive until then.
+  // Blocking; call them with the GIL released.
+  void register_window(const at::Tensor& tensor);
+  void deregister_window(const at::Tensor& tensor);
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
