@@ -257,6 +257,25 @@ class RanksOnOneGpu : public ::testing::Test {
     ASSERT_CUDA(cudaMemset(words_, 0, sizeof(int)));  // Lower the abort flag.
   }
 
+  // After rank 0's call into windows met rank 1's refusal: rank 0
+  // reported it, naming rank 1, rank 1 reported nothing, and the first
+  // `bytes` of both outputs (filled with 0x5a before) are unchanged.
+  void ExpectRefusedByRank1(char* const out[2], size_t bytes) {
+    for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
+    int errors[2] = {};
+    ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(ErrorCode(errors[0]), kErrorWindowFreed) << errors[0];
+    EXPECT_EQ(ErrorPeer(errors[0]), 1) << errors[0];
+    EXPECT_EQ(errors[1], 0);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<unsigned char> got(bytes);
+      ASSERT_CUDA(cudaMemcpy(got.data(), out[r], bytes, cudaMemcpyDeviceToHost));
+      const size_t changed =
+          got.size() - static_cast<size_t>(std::count(got.begin(), got.end(), 0x5a));
+      EXPECT_EQ(changed, 0u) << "bytes of rank " << r << "'s output written after the refusal";
+    }
+  }
+
   const int n_;
   // The arena halves' bytes the launches use (at most kHalfBytes; the same
   // for every call of a test, as in a communicator).
@@ -627,19 +646,7 @@ TEST_F(TwoRanksOnOneGpu, DirectAllGatherAndItsRefusal) {
   ASSERT_CUDA(cudaMemset(words_ + 1, 0, 2 * sizeof(int)));
   ASSERT_EQ(launch(0, 0, false), 0);
   ASSERT_EQ(launch(1, 0, true), 0);
-  for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
-  int errors[2] = {};
-  ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(ErrorCode(errors[0]), kErrorWindowFreed) << errors[0];
-  EXPECT_EQ(ErrorPeer(errors[0]), 1) << errors[0];
-  EXPECT_EQ(errors[1], 0);
-  for (int r = 0; r < 2; ++r) {
-    std::vector<unsigned char> got(2 * chunk);
-    ASSERT_CUDA(cudaMemcpy(got.data(), out[r], got.size(), cudaMemcpyDeviceToHost));
-    const size_t changed =
-        got.size() - static_cast<size_t>(std::count(got.begin(), got.end(), 0x5a));
-    EXPECT_EQ(changed, 0u) << "bytes of rank " << r << "'s output written after the refusal";
-  }
+  ExpectRefusedByRank1(out, 2 * chunk);
 
   gathered(4);  // The ranks are still in step.
   for (int r = 0; r < 2; ++r) {
@@ -673,24 +680,13 @@ TEST_F(TwoRanksOnOneGpu, AllReduceIntoWindowsAndItsRefusal) {
     l.output = out[r];
     l.count = count;
     l.two_shot = 1;
+    l.slot_bytes = ArenaLayout::ExchangeSlotBytes(half_bytes_, 2);
     l.peer_outputs[0] = out[0];
     l.peer_outputs[1] = out[1];
     ASSERT_EQ(r == 1 ? LaunchRefusedAllReduce(l, stream_[r]) : LaunchAllReduce(l, stream_[r]),
               0);
   }
-  for (int r = 0; r < 2; ++r) ASSERT_CUDA(cudaStreamSynchronize(stream_[r]));
-  int errors[2] = {};
-  ASSERT_CUDA(cudaMemcpy(errors, words_ + 1, sizeof(errors), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(ErrorCode(errors[0]), kErrorWindowFreed) << errors[0];
-  EXPECT_EQ(ErrorPeer(errors[0]), 1) << errors[0];
-  EXPECT_EQ(errors[1], 0);
-  for (int r = 0; r < 2; ++r) {
-    std::vector<unsigned char> got(bytes);
-    ASSERT_CUDA(cudaMemcpy(got.data(), out[r], bytes, cudaMemcpyDeviceToHost));
-    const size_t changed =
-        got.size() - static_cast<size_t>(std::count(got.begin(), got.end(), 0x5a));
-    EXPECT_EQ(changed, 0u) << "bytes of rank " << r << "'s output written after the refusal";
-  }
+  ExpectRefusedByRank1(out, bytes);
   for (int r = 0; r < 2; ++r) {
     cudaFree(in[r]);
     cudaFree(out[r]);
