@@ -49,6 +49,7 @@ for t in "${targets[@]}"; do
   chmod u+w "$out/$(basename "$path")"
 done
 cp -f tools/relayrun bench/gpu/gpu_env.sh bench/gpu/run_checks.sh bench/gpu/compare_nccl.sh \
+  bench/gpu/cuda_ipc_2gpu.sh \
   bench/gpu/loopback_on_gpus.sh \
   bench/gpu/torch_vs_nccl.sh bench/gpu/torch_symm_mem.py bench/torch_allreduce.py examples/ddp_train.py \
   embed/torch/backend_cuda_test.py "$out/"

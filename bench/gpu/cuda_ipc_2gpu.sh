@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# File: bench/gpu/cuda_ipc_2gpu.sh
+#
+# What cuda_ipc still has to show on 2 GPUs (docs/design/cuda-ipc-transport.md,
+# "Open"), in three parts that each fit one 10-minute device call, from the
+# folder bench/gpu/build.sh filled:
+#   checks  run_checks.sh, then SIGKILL of each rank mid-all_reduce on the
+#           flag path (262144 floats), the words (64) and the lines
+#           (131072, with the lines on): the survivor must fail within its
+#           timeout plus 1 s and its GPU stay usable (fault_rank).
+#   small   all_reduce 8 B - 8 MB, 3 alternating rounds: raw NCCL (default
+#           and symmetric) against cuda_ipc by default, with the lines after
+#           the words, the lines alone, words to 1 MiB, and the flag path;
+#           eager and replayed from a graph.
+#   large   all_gather 8 B - 8 MB (words to 1 MiB, flags), 3 rounds; then
+#           all_reduce 32 MB - 1 GB against raw NCCL, into windows, and the
+#           GPU-to-GPU copy ceiling, 2 rounds.
+# Each part writes OUT_DIR/PART/ (compare_nccl.sh's folders packed as .tgz)
+# and prints its summary.
+#
+# Usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:?usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large}"
+part="${2:?usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large}"
+# shellcheck source=bench/gpu/gpu_env.sh
+source "$here/gpu_env.sh"
+if [ "$(gpu_count)" -lt 2 ]; then
+  echo "cuda_ipc_2gpu.sh: needs 2 GPUs, $(gpu_count) visible" >&2
+  exit 2
+fi
+mkdir -p "$out/$part"
+cd "$here" || exit 2
+pack() {  # folder under OUT_DIR/PART: packed, then removed
+  tar czf "$out/$part/$1.tgz" -C "$out/$part" "$1" && rm -rf "${out:?}/$part/$1"
+}
+case "$part" in
+  checks)
+    timeout 450 ./run_checks.sh "$out/$part/checks" 2>&1 | tee "$out/$part/checks.txt" | tail -30
+    pack checks
+    for n in 262144 64 131072; do
+      lines=0
+      [ "$n" = 131072 ] && lines=3932160
+      for v in 0 1; do
+        timeout 60 env RELAY_TRANSPORT=cuda_ipc RELAY_CUDA_IPC_LINES_BYTES=$lines \
+          python3 ./relayrun -n 2 --keep-going -- ./fault_rank --victim "$v" --device 1 \
+          --count "$n" --timeout 3 > "$out/$part/kill_${n}_$v.log" 2>&1
+        echo "kill, count $n, victim $v: rc=$?: $(grep -i -E "survivor|usable|error" \
+          "$out/$part/kill_${n}_$v.log" | head -3 | tr '\n' ' ')"
+      done
+    done
+    ;;
+  small)
+    SYMMETRIC=1 STREAMS=" " RING=0 WINDOW=0 \
+    CUDA_IPC_VARIANTS="lines:RELAY_CUDA_IPC_LINES_BYTES=3932160 linesonly:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=0,RELAY_CUDA_IPC_LINES_BYTES=3932160 words1m:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=1048576 flags:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=0" \
+      timeout 570 ./compare_nccl.sh "$out/$part/ar" 8M 3 all_reduce > "$out/$part/ar.log" 2>&1
+    echo "all_reduce 8 B - 8 MB: rc=$?"
+    for ref in raw cuda_ipc-flags cuda_ipc-graph-flags; do
+      PYTHONPATH=. python3 -m relaybench table "$out/$part/ar/all_reduce" --reference "$ref" \
+        --stat median --intervals
+    done > "$out/$part/ar_tables.md" 2>&1
+    head -40 "$out/$part/ar_tables.md"
+    pack ar
+    ;;
+  large)
+    SYMMETRIC=1 STREAMS=" " RING=0 WINDOW=0 \
+    CUDA_IPC_VARIANTS="words1m:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=1048576 flags:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=0" \
+      timeout 300 ./compare_nccl.sh "$out/$part/ag" 8M 3 all_gather > "$out/$part/ag.log" 2>&1
+    echo "all_gather 8 B - 8 MB: rc=$?"
+    MIN_SIZE=32M STREAMS=" " RING=0 \
+      timeout 270 ./compare_nccl.sh "$out/$part/big" 1G 2 all_reduce > "$out/$part/big.log" 2>&1
+    echo "all_reduce 32 MB - 1 GB: rc=$?"
+    head -40 "$out/$part/big/ratio_all_reduce_vs_copy.md" 2>/dev/null
+    pack ag
+    pack big
+    ;;
+  *)
+    echo "cuda_ipc_2gpu.sh: unknown part '$part' (checks, small or large)" >&2
+    exit 2
+    ;;
+esac
