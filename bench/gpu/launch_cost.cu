@@ -3,7 +3,9 @@
 // cuda_ipc call is a kernel launch, plus an event recorded on the caller's
 // stream and waited on with StreamOrder::kAfterStream). Each call is timed
 // in bursts of kBurst with the GPU drained between bursts, so the launch
-// queue never fills; the median burst's time per call is printed.
+// queue never fills; the median burst's time per call is printed. Then the
+// GPU's time per call (calls queued behind a busy stream), and the eager
+// sequences in loops of 20 to 2000 calls with the GPU running them.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -82,6 +84,30 @@ double GpuUs(const std::function<void()>& call, cudaStream_t s) {
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
   return ms * 1000.0 / kCalls;
+}
+
+// A loop of `n` calls with the GPU running them as they come (nothing
+// holds the stream): the host's time per call while queueing them, and the
+// time per call until the last has run. Median of 5 loops.
+struct Loop {
+  double host_us;
+  double all_us;
+};
+Loop LoopUs(const std::function<void()>& call, int n) {
+  std::vector<double> host, all;
+  for (int k = 0; k < 5; ++k) {
+    cudaDeviceSynchronize();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) call();
+    const auto queued = std::chrono::steady_clock::now();
+    cudaDeviceSynchronize();
+    const auto end = std::chrono::steady_clock::now();
+    host.push_back(std::chrono::duration<double, std::micro>(queued - start).count() / n);
+    all.push_back(std::chrono::duration<double, std::micro>(end - start).count() / n);
+  }
+  std::sort(host.begin(), host.end());
+  std::sort(all.begin(), all.end());
+  return {host[2], all[2]};
 }
 
 }  // namespace
@@ -231,6 +257,39 @@ int LaunchCostMain() {
                 cudaGraphLaunch(graph_exec, s);
                 cudaEventRecord(next_event(), s);
               }, s));
+  // Loops as a benchmark runs them: does the host's share grow with the
+  // queue's length?
+  const Row loops[] = {
+      {"kernel <<<1, 512>>>, 224-byte parameter", [&] { WithParams<<<1, 512, 0, s>>>(p); }},
+      {"cudaGraphLaunch, one kernel node", [&] { cudaGraphLaunch(graph_exec, s); }},
+      {"on the stream: cudaGraphLaunch, record", [&] {
+         cudaGraphLaunch(graph_exec, s);
+         cudaEventRecord(next_event(), s);
+       }},
+      {"after the stream: record, wait, cudaGraphLaunch, record", [&] {
+         cudaEventRecord(ready, other);
+         cudaStreamWaitEvent(s, ready, 0);
+         cudaGraphLaunch(graph_exec, s);
+         cudaEventRecord(next_event(), s);
+       }},
+      {"the same, a thread polling an event every 50 us", [&] {
+         polling.store(true);
+         cudaEventRecord(ready, other);
+         cudaStreamWaitEvent(s, ready, 0);
+         cudaGraphLaunch(graph_exec, s);
+         cudaEventRecord(next_event(), s);
+       }},
+  };
+  std::printf("\n| a loop of N calls, the GPU running them | host us a call, N = 20 / 200 / 2000 "
+              "| us a call to the last one's end, N = 20 / 200 / 2000 |\n|---|---:|---:|\n");
+  for (const Row& r : loops) {
+    Loop l[3];
+    const int lengths[3] = {20, 200, 2000};
+    for (int k = 0; k < 3; ++k) l[k] = LoopUs(r.call, lengths[k]);
+    std::printf("| %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n", r.name, l[0].host_us,
+                l[1].host_us, l[2].host_us, l[0].all_us, l[1].all_us, l[2].all_us);
+    polling.store(false);
+  }
   stop.store(true);
   poller.join();
   return 0;
