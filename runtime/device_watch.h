@@ -152,6 +152,9 @@ class DeviceRequest final : public RequestState {
   ~DeviceRequest() override { watch_->PutEvent(done_event_); }
 
   absl::Status StreamWait(void* cuda_stream) override;
+  // The owner's Abort fails every watched request (DeviceWatch::FailAll),
+  // so the communicator need not keep it in its own list.
+  bool CancelledByTransportAbort() const override { return true; }
 
   // Completes the request if its GPU work has finished; true if done now.
   bool Check();
