@@ -143,6 +143,10 @@ struct Core final : DeviceWatchOwner {
   absl::Status Finished(const DeviceRequest& request) override {
     return KernelError(request.what());
   }
+  // A kernel's error, seen between looks: the call may have more kernels
+  // queued (pieces) that would wait for the failed one's peers until the
+  // deadline; aborting now makes them give up at once.
+  absl::Status Health() override { return KernelError("a call in flight"); }
   absl::Status Expired(const DeviceRequest& request) override {
     return absl::DeadlineExceededError(absl::StrCat(
         "cuda_ipc: ", request.what(), " on rank ", rank, " did not finish before its deadline"));

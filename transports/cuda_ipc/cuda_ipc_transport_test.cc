@@ -561,9 +561,14 @@ TEST(CudaIpcTransportTest, WindowFreedWhileRegistered) {
   WindowFreedWhileRegistered(CollectiveKind::kAllGather);
 }
 
-TEST(CudaIpcTransportTest, WindowFreedWhileRegisteredAllReduce) {
+// In a 32 MiB arena the all_reduce goes in three pieces: the peer's
+// later pieces must give up at once after its first reports the refusal
+// (the watchdog aborts on a kernel's error), not wait for the deadline.
+TEST(CudaIpcTransportTest, WindowFreedWhileRegisteredAllReduceInPieces) {
   if (Gpus() < 2) GTEST_SKIP() << "needs 2 GPUs";
+  setenv("RELAY_CUDA_IPC_ARENA_BYTES", "33554432", 1);
   WindowFreedWhileRegistered(CollectiveKind::kAllReduce);
+  unsetenv("RELAY_CUDA_IPC_ARENA_BYTES");
 }
 
 // The conformance matrix on `n` GPUs, ranks as threads: the native

@@ -129,8 +129,13 @@ __device__ __forceinline__ void EndCall(const IpcLaunch& p, int counter, uint32_
   }
 }
 
+// The first error stays (ipc_kernels.h): a later kernel of a failed call
+// reports the abort that followed it. Blocks of one kernel may race here;
+// either word is that kernel's error.
 __device__ __forceinline__ void Report(const IpcLaunch& p, int code, int peer) {
-  if (p.error != nullptr) *reinterpret_cast<volatile int*>(p.error) = code | (peer << 8);
+  if (p.error == nullptr) return;
+  volatile int* word = reinterpret_cast<volatile int*>(p.error);
+  if (*word == 0) *word = code | (peer << 8);
 }
 
 // Why a wait for a peer should stop now: kErrorAborted once the host set

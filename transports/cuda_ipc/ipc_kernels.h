@@ -168,7 +168,9 @@ enum class ExchangeKind : int {
 };
 
 // Written by a kernel that gave up, into host-mapped memory the host reads
-// when the call's event completes (0: no error).
+// when the call's event completes and between the watchdog's looks (0: no
+// error). The first error stays: the kernels queued after a failed one
+// give up on the abort that follows it and must not hide its cause.
 inline constexpr int kErrorTimeout = 1;  // A peer's flag did not come.
 inline constexpr int kErrorAborted = 2;  // The host set the abort flag.
 // A receive's count differs from its send's (the peer is the sender).

@@ -598,6 +598,41 @@ TEST_F(TwoRanksOnOneGpu, ALoneRankGivesUp) {
   AllReduce(DataType::kFloat32, ReduceOp::kSum, 60013, kFlagBarriers, true, 0, 2);
 }
 
+// A rank's error word keeps its first error: a kernel queued after one
+// that timed out gives up on the abort that follows, and must not hide
+// the timeout's cause.
+TEST_F(TwoRanksOnOneGpu, TheFirstErrorStays) {
+  char* buffer = nullptr;
+  ASSERT_CUDA(cudaMalloc(&buffer, 4096));
+  const int abort_and_errors[3] = {0, 0, 0};
+  ASSERT_CUDA(cudaMemcpy(words_, abort_and_errors, sizeof(abort_and_errors),
+                         cudaMemcpyHostToDevice));
+  IpcLaunch l = Base(0);  // Rank 1 never comes.
+  l.input = buffer;
+  l.output = buffer + 2048;
+  l.count = 13;
+  l.low_latency = kLowLatencyWords;
+  l.timeout_ns = 20'000'000ull;
+  ASSERT_EQ(LaunchAllReduce(l, stream_[0]), 0);
+  ASSERT_CUDA(cudaStreamSynchronize(stream_[0]));
+  const int up = 1;
+  ASSERT_CUDA(cudaMemcpy(words_, &up, sizeof(up), cudaMemcpyHostToDevice));
+  ASSERT_EQ(LaunchAllReduce(l, stream_[0]), 0);  // Gives up on the abort flag.
+  ASSERT_CUDA(cudaStreamSynchronize(stream_[0]));
+  int error = 0;
+  ASSERT_CUDA(cudaMemcpy(&error, words_ + 1, sizeof(error), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(ErrorCode(error), kErrorTimeout) << "error word " << error;
+  EXPECT_EQ(ErrorPeer(error), 1) << "error word " << error;
+  // Without the first error, the abort is reported.
+  ASSERT_CUDA(cudaMemset(words_ + 1, 0, sizeof(int)));
+  ASSERT_EQ(LaunchAllReduce(l, stream_[0]), 0);
+  ASSERT_CUDA(cudaStreamSynchronize(stream_[0]));
+  ASSERT_CUDA(cudaMemcpy(&error, words_ + 1, sizeof(error), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(ErrorCode(error), kErrorAborted) << "error word " << error;
+  ASSERT_CUDA(cudaMemset(words_, 0, sizeof(int)));
+  cudaFree(buffer);
+}
+
 // all_gather straight into both ranks' outputs (as into symmetric
 // windows), aligned and not: every element checked. Then rank 1 refuses
 // (its window was freed): rank 0 reports it, naming rank 1, and neither
