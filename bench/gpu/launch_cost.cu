@@ -306,6 +306,19 @@ int LaunchCostMain() {
   for (cudaGraphExec_t& g : more) cudaGraphInstantiate(&g, graph, 0);
   std::printf("| and 32 more instances of the graph | %.2f |\n", relaunch_loop().host_us);
   for (cudaGraphExec_t& g : more) cudaGraphExecDestroy(g);
+  // The same kernel node built by cudaGraphAddKernelNode, as cuda_ipc's
+  // GraphLauncher builds its graphs, instead of captured from a stream.
+  cudaGraph_t added = nullptr;
+  cudaGraphExec_t added_exec = nullptr;
+  cudaGraphNode_t added_node = nullptr;
+  cudaGraphCreate(&added, 0);
+  cudaGraphAddKernelNode(&added_node, added, nullptr, 0, &node_params);
+  cudaGraphInstantiate(&added_exec, added, 0);
+  std::printf("| a graph built by cudaGraphAddKernelNode instead | %.2f |\n",
+              LoopUs([&] { cudaGraphLaunch(added_exec, s); }, 2000).host_us);
+  std::printf("| the captured graph again | %.2f |\n", relaunch_loop().host_us);
+  cudaGraphExecDestroy(added_exec);
+  cudaGraphDestroy(added);
   cudaFreeHost(mapped);
   cudaFree(arena);
   stop.store(true);
