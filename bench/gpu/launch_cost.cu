@@ -163,11 +163,21 @@ int LaunchCostMain() {
   cudaDeviceSynchronize();
   // A second thread polling an event every 50 us, as relay's watchdog does
   // while calls are in flight: the driver calls share its locks.
-  std::atomic<bool> polling{false}, stop{false};
+  // Or, as relay's watchdog does, the completion events the loop records
+  // (the newest and the one 8 before it, every 50 us).
+  std::atomic<bool> polling{false}, polling_own{false}, stop{false};
+  std::atomic<size_t> recorded{0};
   std::thread poller([&] {
     cudaSetDevice(0);
     while (!stop.load()) {
       if (polling.load()) cudaEventQuery(e);
+      if (polling_own.load()) {
+        const size_t n = recorded.load();
+        if (n > 8) {
+          cudaEventQuery(done[(n - 9) % done.size()]);
+          cudaEventQuery(done[(n - 1) % done.size()]);
+        }
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   });
@@ -279,6 +289,20 @@ int LaunchCostMain() {
          cudaGraphLaunch(graph_exec, s);
          cudaEventRecord(next_event(), s);
        }},
+      {"the same, a thread polling the loop's own events every 50 us", [&] {
+         polling_own.store(true);
+         cudaEventRecord(ready, other);
+         cudaStreamWaitEvent(s, ready, 0);
+         cudaGraphLaunch(graph_exec, s);
+         cudaEventRecord(next_event(), s);
+         recorded.store(next_done);
+       }},
+      {"on the stream, a thread polling the loop's own events every 50 us", [&] {
+         polling_own.store(true);
+         cudaGraphLaunch(graph_exec, s);
+         cudaEventRecord(next_event(), s);
+         recorded.store(next_done);
+       }},
   };
   std::printf("\n| a loop of N calls, the GPU running them | host us a call, N = 20 / 200 / 2000 "
               "| us a call to the last one's end, N = 20 / 200 / 2000 |\n|---|---:|---:|\n");
@@ -289,6 +313,7 @@ int LaunchCostMain() {
     std::printf("| %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n", r.name, l[0].host_us,
                 l[1].host_us, l[2].host_us, l[0].all_us, l[1].all_us, l[2].all_us);
     polling.store(false);
+    polling_own.store(false);
   }
   // What of relay's process might slow a graph relaunch: its allocations
   // (a 1 GiB arena, host-mapped flags) and its graphs (one per kernel).
