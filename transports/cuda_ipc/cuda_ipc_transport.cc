@@ -337,10 +337,13 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   const Core& c = *core_;
   RELAY_ASSIGN_OR_RETURN(const IpcType type, TypeOf(dtype));
   const size_t esize = DataTypeSize(dtype);
-  // What a contribution slot holds besides its tail, in whole 16-byte units
-  // so that every piece of an aligned buffer stays aligned: one-shot pieces
-  // fit a slot, two-shot pieces a slot per rank.
-  const size_t body = (c.slot_bytes - cuda_ipc::ArenaLayout::kTailBytes) / 16 * 16;
+  // What a contribution slot of `slot_bytes` holds besides its tail, in
+  // whole 16-byte units so that every piece of an aligned buffer stays
+  // aligned: one-shot pieces fit a slot, two-shot pieces a slot per rank.
+  auto body_of = [](size_t slot_bytes) {
+    return (slot_bytes - cuda_ipc::ArenaLayout::kTailBytes) / 16 * 16;
+  };
+  const size_t body = body_of(c.slot_bytes);
   // One-shot sends (size - 1) times the bytes two-shot sends about twice,
   // for one barrier instead of two.
   const bool one_shot =
@@ -351,8 +354,6 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   // the low-latency region).
   const bool two_shot_words =
       c.size > 1 && bytes > c.low_latency_bytes && bytes <= c.two_shot_words_bytes;
-  size_t piece =
-      two_shot_words ? count : std::max<size_t>(1, (one_shot ? body : body * c.size) / esize);
   IpcLaunch l = BaseLaunch(deadline);
   l.type = type;
   l.op = static_cast<IpcOp>(static_cast<int>(op));
@@ -370,11 +371,11 @@ absl::Status CudaIpcTransport::EnqueueAllReduce(const void* in, void* out,
   if (l.two_shot && l.low_latency == cuda_ipc::kFlagBarriers && bytes >= kDirectBytes) {
     placed = c.windows->Find(out, bytes);
   }
-  if (placed) {
-    l.slot_bytes = c.exchange_slot_bytes;
-    piece = std::max<size_t>(
-        1, (c.exchange_slot_bytes - cuda_ipc::ArenaLayout::kTailBytes) / 16 * 16 * c.size / esize);
-  }
+  if (placed) l.slot_bytes = c.exchange_slot_bytes;
+  const size_t piece =
+      two_shot_words ? count
+      : one_shot     ? std::max<size_t>(1, body / esize)
+                     : std::max<size_t>(1, body_of(l.slot_bytes) * c.size / esize);
   for (size_t done = 0; done < count; done += piece) {
     l.count = std::min(piece, count - done);
     l.input = static_cast<const char*>(in) + done * esize;
