@@ -61,7 +61,12 @@ class RanksOnOneGpu : public ::testing::Test {
     for (int r = 0; r < n_; ++r) {
       ASSERT_CUDA(cudaMalloc(&arena_[r], ArenaLayout::Bytes(kHalfBytes)));
       ASSERT_CUDA(cudaMemset(arena_[r], 0, ArenaLayout::kZeroedBytes));
-      ASSERT_CUDA(cudaStreamCreateWithFlags(&stream_[r], cudaStreamNonBlocking));
+      // Blocking streams: each test's setup (cudaMemset, and cudaMemcpy from
+      // pageable memory, which may return before its copy lands) goes on
+      // the legacy default stream, and the kernels must run after it. One
+      // run on non-blocking streams found zeros and stale values in 1 MiB
+      // results with no error reported, as an input read too early gives.
+      ASSERT_CUDA(cudaStreamCreate(&stream_[r]));
     }
     ASSERT_CUDA(cudaMalloc(&words_, (1 + n_) * sizeof(int)));
     ASSERT_CUDA(cudaMemset(words_, 0, (1 + n_) * sizeof(int)));
