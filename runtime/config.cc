@@ -128,6 +128,13 @@ const Setting kSettings[] = {
      "parameters (2.8 us of host time a call on an H200 host, 1.9 us when "
      "they repeat the last call's, against 4.2-4.4 us for kernel, a plain "
      "launch)."},
+    {"RELAY_CUDA_IPC_SHARED_GPU", K::kSwitch, "0", 0, 0, "", "Transports",
+     "1 lets ranks of a cuda_ipc communicator that are processes share a "
+     "GPU, to check the transport where fewer GPUs than ranks are lent: "
+     "for tests, not for speed (the processes' kernels take turns on the "
+     "GPU). Threads of one process never share one: a call that waits for "
+     "the whole device, such as cudaFree, would wait for a peer's kernel "
+     "waiting for it. 0: each rank needs a GPU of its own."},
     {"RELAY_NCCL_P2P_CHANNELS", K::kCount, "64", 0, 1024, "", "Transports",
      "Channels of the NCCL transport's point-to-point communicator; 0: "
      "point-to-point on the collectives' communicator."},

@@ -701,6 +701,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_ASSIGN_OR_RETURN(const uint64_t two_shot_words_bytes,
                          ReadCount("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", 0));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
+  RELAY_ASSIGN_OR_RETURN(const bool shared_gpu, ReadSwitch("RELAY_CUDA_IPC_SHARED_GPU", false));
   auto core = std::make_shared<Core>();
   Core& c = *core;
   if (launch == "graph") c.launcher = std::make_unique<cuda_ipc::GraphLauncher>();
@@ -789,11 +790,25 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
     }
     int peer_device = -1;
     if (cudaDeviceGetByPCIBusId(&peer_device, all[r].pci_bus_id) == cudaSuccess) {
-      if (peer_device == c.device) {
+      if (peer_device == c.device && !shared_gpu) {
         return absl::FailedPreconditionError(absl::StrCat(
             "cuda_ipc: ranks ", c.rank, " and ", r, " both use GPU ",
-            all[r].pci_bus_id, "; each rank needs a GPU of its own"));
+            all[r].pci_bus_id,
+            "; each rank needs a GPU of its own (RELAY_CUDA_IPC_SHARED_GPU=1 "
+            "lets processes share one, for tests)"));
       }
+      if (peer_device == c.device && all[r].pid == mine.pid) {
+        // One context: CUDA calls that wait for the whole device (cudaFree,
+        // cudaDeviceSynchronize) would wait for the peer's kernel, which
+        // waits for this rank.
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cuda_ipc: ranks ", c.rank, " and ", r, " share GPU ", all[r].pci_bus_id,
+            " as threads of one process; ranks sharing a GPU must be processes"));
+      }
+    } else {
+      cudaGetLastError();  // Not visible here: cudaIpcOpenMemHandle decides.
+    }
+    if (peer_device >= 0 && peer_device != c.device) {  // Sharing one needs no peer access.
       int can = 0;
       RELAY_RETURN_IF_ERROR(Cuda(cudaDeviceCanAccessPeer(&can, c.device, peer_device),
                                  "cudaDeviceCanAccessPeer"));
@@ -803,8 +818,6 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
             ") cannot access rank ", r, "'s (", all[r].pci_bus_id,
             ") as a peer (no NVLink or PCIe peer-to-peer between them)"));
       }
-    } else {
-      cudaGetLastError();  // Not visible here: cudaIpcOpenMemHandle decides.
     }
     if (all[r].pid == mine.pid) {
       // A thread of this process: its pointer is valid here once peer

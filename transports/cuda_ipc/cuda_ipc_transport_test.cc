@@ -104,6 +104,45 @@ TEST(CudaIpcTransportTest, NotViableWithoutGpuSaysWhy) {
   EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
 }
 
+// Two ranks as threads on one GPU are refused with the reason, with
+// RELAY_CUDA_IPC_SHARED_GPU (threads share a context, so a device-wide
+// wait such as cudaFree would wait for the peer's kernel) and without.
+// Each rank's Connect status.
+std::vector<absl::Status> ConnectTwoThreadsOnGpuZero() {
+  auto store = std::make_shared<InMemoryStore>();
+  std::vector<absl::Status> got(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      got[r] = CudaCheck(cudaSetDevice(0), "cudaSetDevice");
+      if (!got[r].ok()) return;
+      TransportConfig config;
+      config.store = store;
+      config.rank = r;
+      config.size = 2;
+      config.timeout = absl::Seconds(30);
+      got[r] = Factory().Connect(config).status();
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  return got;
+}
+
+TEST(CudaIpcTransportTest, ThreadsSharingAGpuAreRefused) {
+  if (Gpus() < 1) GTEST_SKIP() << "needs a GPU";
+  for (const absl::Status& s : ConnectTwoThreadsOnGpuZero()) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "needs a GPU of its own")) << s;
+  }
+  setenv("RELAY_CUDA_IPC_SHARED_GPU", "1", 1);
+  const std::vector<absl::Status> shared = ConnectTwoThreadsOnGpuZero();
+  unsetenv("RELAY_CUDA_IPC_SHARED_GPU");
+  for (const absl::Status& s : shared) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "must be processes")) << s;
+  }
+}
+
 // Every dtype and op; low-latency words, one-shot through the slots and a
 // flag barrier, two-shot, and tails that are not whole 16-byte units;
 // aligned and misaligned buffers; in place and not. `settings` (name,
