@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "relay.h"
 #include "runtime/status_macros.h"
@@ -113,6 +114,63 @@ absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return called ? absl::OkStatus() : absl::InternalError("OnDone did not run within 10 s");
+}
+
+absl::Status CheckWindowFreedWhileRegistered(Communicator& comm, CollectiveKind kind,
+                                             int freeing) {
+  if (kind != CollectiveKind::kAllGather && kind != CollectiveKind::kAllReduce) {
+    return absl::InvalidArgumentError("CheckWindowFreedWhileRegistered: all_gather or all_reduce");
+  }
+  const int rank = comm.rank(), n = comm.size();
+  RELAY_ASSIGN_OR_RETURN(const int gpu, CurrentDevice());
+  const Device dev = Device::Cuda(gpu);
+  const size_t count = (size_t{32} << 20) / 4 / n;  // Floats a rank.
+  const size_t window_bytes = count * n * 4;
+  CollectiveOptions twenty_seconds;
+  twenty_seconds.timeout = absl::Seconds(20);
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes alloc, DeviceBytes::Allocate(window_bytes));
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(window_bytes));
+  std::vector<float> values(count * n);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1009 + rank);
+  RELAY_RETURN_IF_ERROR(in.CopyFrom(values.data(), window_bytes));
+  const std::vector<unsigned char> before(window_bytes, 0x5a);
+  RELAY_RETURN_IF_ERROR(alloc.CopyFrom(before.data(), window_bytes));
+  float* window = reinterpret_cast<float*>(alloc.data());
+  RELAY_RETURN_IF_ERROR(comm.RegisterWindow(Buffer::Of(window, count * n, dev)));
+  RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(twenty_seconds));
+  RELAY_RETURN_IF_ERROR(b.Wait());
+  if (rank == freeing) DeviceBytes freed = std::move(alloc);
+  const auto start = std::chrono::steady_clock::now();
+  const float* input = reinterpret_cast<const float*>(in.data());
+  absl::StatusOr<Request> r =
+      kind == CollectiveKind::kAllGather
+          ? comm.AllGather(ConstBuffer::Of(input, count, dev),
+                           Buffer::Of(window, count * n, dev), twenty_seconds)
+          : comm.AllReduce(ConstBuffer::Of(input, count * n, dev),
+                           Buffer::Of(window, count * n, dev), ReduceOp::kSum,
+                           twenty_seconds);
+  const absl::Status got = r.ok() ? r->Wait() : r.status();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const absl::StatusCode want = rank == freeing ? absl::StatusCode::kInvalidArgument
+                                                : absl::StatusCode::kFailedPrecondition;
+  if (got.code() != want || !absl::StrContains(got.message(), "freed while registered") ||
+      seconds > 10) {
+    return absl::InternalError(absl::StrCat("rank ", rank, " after ", seconds, " s: ",
+                                            got.ToString(), " (want ",
+                                            absl::StatusCodeToString(want), ")"));
+  }
+  if (rank != freeing) {
+    std::vector<unsigned char> after(window_bytes);
+    RELAY_RETURN_IF_ERROR(alloc.CopyTo(after.data(), after.size()));
+    if (after != before) {
+      return absl::InternalError(absl::StrCat("rank ", rank, "'s window was written after the refusal"));
+    }
+  }
+  absl::StatusOr<Request> later = comm.Barrier(twenty_seconds);
+  const absl::Status later_status = later.ok() ? later->Wait() : later.status();
+  if (later_status.ok()) return absl::InternalError("a barrier after the abort succeeded");
+  return absl::OkStatus();
 }
 
 }  // namespace relay

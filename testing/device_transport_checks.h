@@ -51,6 +51,17 @@ absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
 // transport's watchdog completes it).
 absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm);
 
+// Body for a transport with windows (cuda_ipc), ranks as threads or
+// processes: every rank registers a 32 MiB window on its current GPU, rank
+// `freeing` frees the window's memory, and every rank runs `kind`
+// (all_gather or all_reduce) into its window with a 20 s timeout. The
+// freeing rank must fail with InvalidArgument, the others with
+// FailedPrecondition, all saying "freed while registered" within 10 s;
+// the others' windows stay as they were, and a later barrier fails (the
+// communicator is aborted).
+absl::Status CheckWindowFreedWhileRegistered(Communicator& comm, CollectiveKind kind,
+                                             int freeing);
+
 }  // namespace relay
 
 #endif  // RELAY_TESTING_DEVICE_TRANSPORT_CHECKS_H_

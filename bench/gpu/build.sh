@@ -34,6 +34,7 @@ targets=(
   //examples:overlap_streams
   //testing:conformance_rank
   //testing:fault_rank
+  //testing:window_freed_rank
   //transports/loopback:loopback_device_test
   //transports/nccl:nccl_transport_test
   //transports/cuda_ipc:cuda_ipc_transport_test

@@ -93,6 +93,14 @@ for n in 262144 64 131072; do
     check "cuda_ipc_kill_${n}_$v" survives_kill "$n" "$v" "$lines"
   done
 done
+# A rank frees a registered window: each call into windows is refused on
+# every rank, in time, and nothing lands in the others' windows
+# (all_reduce in pieces through a 32 MiB arena).
+for c in all_gather all_reduce; do
+  check "cuda_ipc_window_freed_$c" env RELAY_CUDA_IPC_ARENA_BYTES=33554432 \
+    python3 "$here/relayrun" -n "$ipc_ranks" --transport cuda_ipc --timeout 120 -- \
+    "$here/window_freed_rank" --collective "$c"
+done
 unset RELAY_CUDA_IPC_SHARED_GPU
 # The overlap example on every GPU: the values checked after every
 # step, with no device-wide synchronize.

@@ -544,56 +544,7 @@ TEST(CudaIpcTransportTest, AllReduceIntoAWindow) {
 void WindowFreedWhileRegistered(CollectiveKind kind) {
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
-      [kind](Communicator& comm) -> absl::Status {
-        const int rank = comm.rank(), n = comm.size();
-        const Device dev = Device::Cuda(rank);
-        constexpr size_t kCount = size_t{4} << 20;  // Floats a rank: 32 MiB in all.
-        CollectiveOptions twenty_seconds;
-        twenty_seconds.timeout = absl::Seconds(20);
-        const size_t window_bytes = kCount * n * 4;
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes alloc, DeviceBytes::Allocate(window_bytes));
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * n * 4));
-        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemset(in.data(), 0, kCount * n * 4), "zero"));
-        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemset(alloc.data(), 0x5a, window_bytes), "fill"));
-        char* window = alloc.data();
-        RELAY_RETURN_IF_ERROR(comm.RegisterWindow(
-            Buffer{window, window_bytes / 4, DataType::kFloat32, dev}));
-        RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier());
-        RELAY_RETURN_IF_ERROR(b.Wait(absl::Seconds(30)));
-        if (rank == 1) DeviceBytes freed = std::move(alloc);
-        const auto start = std::chrono::steady_clock::now();
-        absl::StatusOr<Request> r =
-            kind == CollectiveKind::kAllGather
-                ? comm.AllGather(
-                      ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), kCount, dev),
-                      Buffer::Of(reinterpret_cast<float*>(window), kCount * n, dev),
-                      twenty_seconds)
-                : comm.AllReduce(
-                      ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), kCount * n, dev),
-                      Buffer::Of(reinterpret_cast<float*>(window), kCount * n, dev),
-                      ReduceOp::kSum, twenty_seconds);
-        absl::Status got = r.ok() ? r->Wait() : r.status();
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        const absl::StatusCode want = rank == 1 ? absl::StatusCode::kInvalidArgument
-                                                : absl::StatusCode::kFailedPrecondition;
-        if (got.code() != want || !absl::StrContains(got.message(), "freed while registered") ||
-            seconds > 10) {
-          return absl::InternalError(absl::StrCat("rank ", rank, " after ", seconds, " s: ",
-                                                  got.ToString()));
-        }
-        if (rank == 0) {
-          std::vector<unsigned char> bytes(window_bytes);
-          RELAY_RETURN_IF_ERROR(alloc.CopyTo(bytes.data(), bytes.size()));
-          if (std::count(bytes.begin(), bytes.end(), 0x5a) != static_cast<long>(bytes.size())) {
-            return absl::InternalError("rank 0's window was written after the refusal");
-          }
-        }
-        absl::StatusOr<Request> later = comm.Barrier(twenty_seconds);
-        absl::Status after = later.ok() ? later->Wait() : later.status();
-        if (after.ok()) return absl::InternalError("a call after the abort succeeded");
-        return absl::OkStatus();
-      },
+      [kind](Communicator& comm) { return CheckWindowFreedWhileRegistered(comm, kind, 1); },
       {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
