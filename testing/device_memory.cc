@@ -231,4 +231,12 @@ absl::Status DeviceMirror::CopyBack(absl::Span<char> send,
   return recv_.CopyTo(recv.data(), recv.size());
 }
 
+absl::Status DeviceMirror::CopyIn(absl::Span<const char> send, absl::Span<const char> recv) {
+  if (send.size() != send_.size() || recv.size() != recv_.size()) {
+    return absl::InvalidArgumentError("DeviceMirror::CopyIn: images of other sizes");
+  }
+  if (absl::Status s = send_.CopyFrom(send.data(), send.size()); !s.ok()) return s;
+  return recv_.CopyFrom(recv.data(), recv.size());
+}
+
 }  // namespace relay

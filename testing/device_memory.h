@@ -126,6 +126,9 @@ class DeviceMirror {
   Buffer Map(const Buffer& host) const;
   // Both device copies back into the host images (same sizes as given).
   absl::Status CopyBack(absl::Span<char> send, absl::Span<char> recv) const;
+  // Host images of the sizes given to Of into the same device copies (so
+  // that work captured on them, a CUDA graph, sees new data).
+  absl::Status CopyIn(absl::Span<const char> send, absl::Span<const char> recv);
 
  private:
   void* MapPointer(const void* host) const;

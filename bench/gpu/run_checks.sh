@@ -53,6 +53,13 @@ for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
     --timeout 600 -- "$here/collectives" --transport cuda_ipc --collective "$c" \
     -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
 done
+# Captured into CUDA graphs and replayed (each row's check replays a graph
+# of one call after copying new data in).
+for c in all_reduce all_gather reduce_scatter; do
+  check "cuda_ipc_processes_graph_$c" python3 "$here/relayrun" -n "$ipc_ranks" \
+    --no-prefix --timeout 600 -- "$here/collectives" --transport cuda_ipc \
+    --collective "$c" --api graph -b 8 -e 64M -f 8 -n 5 -w 1 -c 1
+done
 # Into windows (registered outputs), in pieces from 64 MiB.
 for c in all_reduce all_gather; do
   check "cuda_ipc_processes_window_$c" python3 "$here/relayrun" -n "$ipc_ranks" \

@@ -7,7 +7,9 @@
 host; RELAY_EXPECT_DEVICE_TRANSPORT makes the test check which one ran.)
 
 Runs with a CUDA torch and the extension built with RELAY_TORCH_CUDA
-(embed/torch/build_against_torch.py), one GPU per process (LOCAL_RANK).
+(embed/torch/build_against_torch.py), one GPU per process (LOCAL_RANK), or
+two processes on one GPU over cuda_ipc:
+    RELAY_CUDA_IPC_SHARED_GPU=1 RELAY_EXPECT_DEVICE_TRANSPORT=cuda_ipc relayrun -n 2 -- ...
 Every collective runs on device tensors with data distinct per rank and
 element and is checked element by element. Stream semantics are checked
 the way they can fail: an operation issued on a side stream must see the
@@ -56,7 +58,9 @@ def main():
     # A hang shows where it is: every thread's Python stack, then exit 1.
     faulthandler.dump_traceback_later(int(os.environ.get("RELAY_TEST_HANG_S", "120")), exit=True)
     local = int(os.environ.get("LOCAL_RANK", "0"))
-    dev = torch.device("cuda", local)
+    # Round robin where fewer GPUs than ranks are visible (cuda_ipc's
+    # processes may share one under RELAY_CUDA_IPC_SHARED_GPU=1).
+    dev = torch.device("cuda", local % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     progress(os.environ.get("RANK", "?"), f"init_process_group on {dev}")
     dist.init_process_group(backend="relay")
