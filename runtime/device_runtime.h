@@ -66,6 +66,10 @@ int StreamWaitEvent(void* stream, void* event);
 // 0 once the work before the event's record has finished; 600
 // (cudaErrorNotReady) while it has not.
 int QueryEvent(void* event);
+// Makes `stream` wait, on the GPU, until the 32-bit word at `device_word`
+// (device memory, or host memory mapped into the device) reaches `value`,
+// wrapping: (int32_t)(word - value) >= 0 (cuStreamWaitValue32, GEQ).
+int StreamWaitValue(void* stream, void* device_word, uint32_t value);
 int SynchronizeEvent(void* event);
 // Stream-ordered allocation from relay's own pool on the current device,
 // which keeps its memory between calls (see device_runtime.cu).

@@ -26,6 +26,7 @@ int DestroyEvent(void*) { return kNoCuda; }
 int RecordEvent(void*, void*) { return kNoCuda; }
 int StreamWaitEvent(void*, void*) { return kNoCuda; }
 int QueryEvent(void*) { return kNoCuda; }
+int StreamWaitValue(void*, void*, uint32_t) { return kNoCuda; }
 int SynchronizeEvent(void*) { return kNoCuda; }
 int AllocateAsync(void**, size_t, void*) { return kNoCuda; }
 int FreeAsync(void*, void*) { return kNoCuda; }

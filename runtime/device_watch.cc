@@ -143,14 +143,19 @@ void DeviceWatch::Loop() {
       // Requests finish in posting order, so the boundary between finished
       // and not is found by a few event queries (one per request kept this
       // thread in the driver, whose lock the posting thread needs too).
-      probe_events_.clear();
+      probes_.clear();
       const size_t probed = std::min(pending_.size(), kProbeBatch);
-      for (size_t i = 0; i < probed; ++i) probe_events_.push_back(pending_[i]->event());
+      for (size_t i = 0; i < probed; ++i) {
+        probes_.push_back({pending_[i]->event(), pending_[i]->count()});
+      }
       lock.unlock();
       // Only FailAll removes requests other than this thread, after the
       // owner marks itself aborted: the events stay valid unless it has.
-      const FinishedPrefixResult found = FinishedPrefix(probe_events_.size(), [&](size_t i) {
-        const int q = device_runtime::QueryEvent(probe_events_[i]);
+      const FinishedPrefixResult found = FinishedPrefix(probes_.size(), [&](size_t i) {
+        const Probe& p = probes_[i];
+        const int q = p.event != nullptr       ? device_runtime::QueryEvent(p.event)
+                      : p.count.Reached() ? 0
+                                          : device_runtime::kNotReady;
         return q == 0                         ? ProbeResult::kFinished
                : q == device_runtime::kNotReady ? ProbeResult::kRunning
                                                 : ProbeResult::kFailed;
@@ -203,6 +208,14 @@ void DeviceWatch::Loop() {
 
 absl::Status DeviceRequest::StreamWait(void* cuda_stream) {
   if (done() && !status().ok()) return status();
+  if (done_event_ == nullptr) {
+    if (const int error = device_runtime::StreamWaitValue(cuda_stream, count_.device,
+                                                          count_.target);
+        error != 0) {
+      return QueryError(error, "cuStreamWaitValue32");
+    }
+    return absl::OkStatus();
+  }
   if (const int error = device_runtime::StreamWaitEvent(cuda_stream, done_event_); error != 0) {
     return QueryError(error, "cudaStreamWaitEvent");
   }
@@ -211,6 +224,11 @@ absl::Status DeviceRequest::StreamWait(void* cuda_stream) {
 
 bool DeviceRequest::Check() {
   if (done()) return true;
+  if (done_event_ == nullptr) {
+    if (!count_.Reached()) return false;
+    Finish(0);
+    return true;
+  }
   const int q = device_runtime::QueryEvent(done_event_);
   if (q == device_runtime::kNotReady) return false;
   Finish(q);

@@ -53,6 +53,14 @@ for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
     --timeout 600 -- "$here/collectives" --transport cuda_ipc --collective "$c" \
     -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
 done
+# On the caller's stream (StreamOrder::kOnStream), where a request is done
+# by its kernels' own count, not an event; the harness's barriers between
+# rows go after the stream, so the transport switches streams both ways.
+for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
+  check "cuda_ipc_processes_on_stream_$c" python3 "$here/relayrun" -n "$ipc_ranks" \
+    --no-prefix --timeout 600 -- "$here/collectives" --transport cuda_ipc \
+    --collective "$c" --cuda-stream own --stream-order on -b 8 -e 64M -f 8 -n 5 -w 2 -c 1
+done
 # Captured into CUDA graphs and replayed (each row's check replays a graph
 # of one call after copying new data in).
 for c in all_reduce all_gather reduce_scatter; do

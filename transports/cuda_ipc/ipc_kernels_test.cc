@@ -89,6 +89,7 @@ class RanksOnOneGpu : public ::testing::Test {
     l.abort_flag = words_;
     l.error = words_ + 1 + rank;
     l.timeout_ns = 5'000'000'000ull;
+    l.completed = completed_[rank];
     return l;
   }
 
@@ -178,7 +179,7 @@ class RanksOnOneGpu : public ::testing::Test {
         for (int q = 0; q < n_; ++q) l.peer_outputs[q] = out[q];
         l.slot_bytes = ArenaLayout::ExchangeSlotBytes(half_bytes_, n_);
       }
-      ASSERT_EQ(LaunchAllReduce(l, stream_[r]), 0);
+      ASSERT_EQ(LaunchAllReduce(l, stream_[r], via_[r]), 0);
     }
     FinishAndCheck(out, dtype, op, count, [&](int, size_t i) {
       std::vector<double> each(n_);
@@ -225,7 +226,7 @@ class RanksOnOneGpu : public ::testing::Test {
       l.type = TypeOf(dtype);
       l.op = IpcOp::kSum;
       l.low_latency = protocol;
-      ASSERT_EQ(LaunchExchange(l, as, stream_[r]), 0);
+      ASSERT_EQ(LaunchExchange(l, as, stream_[r], via_[r]), 0);
     }
     FinishAndCheck(out, dtype, ReduceOp::kSum, recv, [&](int r, size_t i) {
       return ExpectedValue(kind, dtype, ReduceOp::kSum, 0, r, n_, count, i);
@@ -288,6 +289,21 @@ class RanksOnOneGpu : public ::testing::Test {
   void* arena_[kMaxRanks] = {};
   cudaStream_t stream_[kMaxRanks] = {};
   int* words_ = nullptr;
+  // Where set, AllReduce and Exchange queue each rank's kernel through its
+  // launcher, and Base asks the kernels to count themselves there.
+  KernelLauncher* via_[kMaxRanks] = {};
+  uint32_t* completed_[kMaxRanks] = {};
+};
+
+// Launches as cudaLaunchKernel does, as the transport's GraphLauncher
+// stands in for.
+class PlainLauncher final : public KernelLauncher {
+ public:
+  int Launch(const void* func, int blocks, int threads, void** args, size_t,
+             void* stream) override {
+    return static_cast<int>(cudaLaunchKernel(func, dim3(blocks), dim3(threads), args, 0,
+                                             static_cast<cudaStream_t>(stream)));
+  }
 };
 
 class TwoRanksOnOneGpu : public RanksOnOneGpu {
@@ -424,6 +440,47 @@ TEST_P(ManyRanksOnOneGpu, ManyCallsInARow) {
                 kIntoWindows);
     }
   }
+}
+
+// Kernels queued through a launcher count themselves once done
+// (IpcLaunch::completed), which is how the transport tells an eager call
+// on the caller's stream finished without an event: after all_reduces of
+// every protocol and exchanges, each rank's host-mapped word holds the
+// number of kernels its launcher queued; one launched directly (as in a
+// capture) adds nothing.
+TEST_P(ManyRanksOnOneGpu, KernelsCountThemselves) {
+  uint32_t* host = nullptr;
+  ASSERT_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&host), n_ * sizeof(uint32_t),
+                            cudaHostAllocMapped));
+  std::vector<PlainLauncher> launchers(n_);
+  uint32_t* device = nullptr;
+  ASSERT_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device), host, 0));
+  for (int r = 0; r < n_; ++r) {
+    host[r] = 0;
+    via_[r] = &launchers[r];
+    completed_[r] = device + r;
+  }
+  uint32_t calls = 0;
+  for (int i = 0; i < 6; ++i) {
+    const int protocol = i % 3 == 0 ? kLowLatencyWords : (i % 3 == 1 ? kLowLatencyLines
+                                                                      : kFlagBarriers);
+    AllReduce(DataType::kFloat32, ReduceOp::kSum, i % 2 ? 3001 : 50001, protocol, false, 0, i);
+    AllReduce(DataType::kBfloat16, ReduceOp::kMax, 60013, kFlagBarriers, true, 1, 10 + i);
+    Exchange(CollectiveKind::kAllGather, ExchangeKind::kAllGather, DataType::kFloat32, 4099,
+             i % 2 ? kLowLatencyWords : kFlagBarriers);
+    Exchange(CollectiveKind::kReduceScatter, ExchangeKind::kReduceScatter, DataType::kInt8,
+             30011, kFlagBarriers);
+    calls += 4;
+  }
+  for (int r = 0; r < n_; ++r) via_[r] = nullptr;  // Directly: not counted.
+  AllReduce(DataType::kFloat32, ReduceOp::kSum, 777, kLowLatencyWords, false, 0, 99);
+  for (int r = 0; r < n_; ++r) {
+    EXPECT_EQ(launchers[r].reporting_queued, calls) << "rank " << r;
+    EXPECT_TRUE(launchers[r].last_reports) << "rank " << r;
+    EXPECT_EQ(__atomic_load_n(&host[r], __ATOMIC_ACQUIRE), calls) << "rank " << r;
+    completed_[r] = nullptr;
+  }
+  cudaFreeHost(host);
 }
 
 // A ring of sends and receives (each rank to the next, from the one
