@@ -112,6 +112,10 @@ struct Core final : DeviceWatchOwner {
   // into the device.
   int* host_flags = nullptr;
   int* device_flags = nullptr;
+  const uint32_t* host_completed() const {
+    return reinterpret_cast<const uint32_t*>(host_flags + 2);
+  }
+  uint32_t* device_completed() const { return reinterpret_cast<uint32_t*>(device_flags + 2); }
   CheckedPointers checked_pointers;
 
   std::mutex enqueue_mu;
@@ -298,7 +302,7 @@ CudaIpcTransport::~CudaIpcTransport() {
     if (c.last_done != nullptr) {
       cudaStreamWaitEvent(c.stream, c.last_done, 0);
     } else if (c.last_completed.has_value()) {
-      device_runtime::StreamWaitValue(c.stream, c.device_flags + 2, *c.last_completed);
+      device_runtime::StreamWaitValue(c.stream, c.device_completed(), *c.last_completed);
     }
     if (!c.aborted.load(std::memory_order_acquire)) {
       // No peer's kernel may touch this rank's arena once it is freed: meet
@@ -328,7 +332,7 @@ IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
   l.abort_flag = c.device_flags;
   l.error = c.device_flags + 1;
   // Counted only where queued through the launcher (cuda_ipc::Queue).
-  l.completed = reinterpret_cast<uint32_t*>(c.device_flags + 2);
+  l.completed = c.device_completed();
   if (deadline != absl::InfiniteFuture()) {
     // Rounded up to the millisecond, so that calls a loop repeats carry the
     // same bytes (the graph launcher then skips re-setting them); the
@@ -552,7 +556,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
                      ? Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
                             "cudaStreamWaitEvent (the previous operation)")
                      : Cuda(static_cast<cudaError_t>(device_runtime::StreamWaitValue(
-                                stream, c.device_flags + 2, *c.last_completed)),
+                                stream, c.device_completed(), *c.last_completed)),
                             "cuStreamWaitValue32 (the previous operation)");
       }
     }
@@ -560,9 +564,8 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
     if (queued.ok()) queued = enqueue(stream, via);
     if (queued.ok() && !capturing) {
       // On the caller's stream, whose later work it orders, a call whose
-      // kernels all went through the launcher and whose last one counts
-      // itself needs no completion event (finding 35): the record was a
-      // fifth of an eager call's host time.
+      // last kernel went through the launcher and counts itself needs no
+      // completion event to record (design note finding 35).
       if (on_caller && via != nullptr && via->last_reports &&
           via->reporting_queued != reported_before) {
         completed = via->reporting_queued;
@@ -594,8 +597,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   if (completed.has_value()) {
     request = std::make_shared<DeviceRequest>(
         std::shared_ptr<DeviceWatch>(core_, &c.watch),
-        CompletionCount{reinterpret_cast<const uint32_t*>(c.host_flags + 2), c.device_flags + 2,
-                        *completed},
+        CompletionCount{c.host_completed(), c.device_completed(), *completed},
         deadline, what);
   } else {
     request = std::make_shared<DeviceRequest>(std::shared_ptr<DeviceWatch>(core_, &c.watch),
