@@ -30,8 +30,13 @@ absl::Status ExpectRefused(const absl::StatusOr<Request>& r, const std::string& 
 
 }  // namespace
 
+int GpuOfRank(int rank) {
+  const int visible = VisibleDeviceCount();
+  return visible > 0 ? rank % visible : rank;
+}
+
 RankSetup OneGpuPerRank() {
-  return [](int rank) { return SetCurrentDevice(rank); };
+  return [](int rank) { return SetCurrentDevice(GpuOfRank(rank)); };
 }
 
 int ViableGpus(TransportFactory& factory) {
@@ -63,7 +68,7 @@ absl::StatusOr<std::vector<DeviceBytes>> AllocateOnEveryGpu(size_t bytes) {
 absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
                                             const std::vector<DeviceBytes>& every_gpu) {
   const int rank = comm.rank();
-  const Device gpu = Device::Cuda(rank);
+  const Device gpu = Device::Cuda(GpuOfRank(rank));
   std::vector<float> host(16, 1.0f);
   RELAY_ASSIGN_OR_RETURN(DeviceBytes dev, DeviceBytes::Allocate(64));
   float* d = reinterpret_cast<float*>(dev.data());
@@ -105,7 +110,7 @@ absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
 absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm) {
   RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
   float* p = reinterpret_cast<float*>(d.data());
-  const Device dev = Device::Cuda(comm.rank());
+  const Device dev = Device::Cuda(GpuOfRank(comm.rank()));
   RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(p, 1024, dev),
                                                    Buffer::Of(p, 1024, dev), ReduceOp::kMax));
   std::atomic<bool> called{false};

@@ -8,6 +8,13 @@
 // Bodies must bound their own waits (Request::Wait(timeout)); the harness
 // itself adds none, so a hung rank shows up as that rank's DeadlineExceeded.
 //
+// Under a launcher (a test binary run whole on every rank, e.g.
+// `tools/relayrun -n 2 -- TEST_BINARY`), the process is one rank: RunRanks
+// runs its own rank's setup and body only, over the job's store (each call
+// under a prefix of its own, so every rank must make the same calls in the
+// same order), and `size` must be the job's: a test written for threads
+// then checks the same paths between processes.
+//
 // Example:
 //   absl::Status s = RunRanks(4, factory, engine, [](Communicator& c) {
 //     RELAY_ASSIGN_OR_RETURN(Request r, c.Barrier());

@@ -48,6 +48,10 @@ if [ "$gpus" = 1 ]; then
   ipc_ranks=2
   export RELAY_CUDA_IPC_SHARED_GPU=1
 fi
+# The transport's tests (written for 2 ranks as threads) run whole on 2
+# processes (testing/rank_harness.h).
+check cuda_ipc_transport_test_processes python3 "$here/relayrun" -n 2 --timeout 900 -- \
+  "$here/cuda_ipc_transport_test"
 for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
   check "cuda_ipc_processes_$c" python3 "$here/relayrun" -n "$ipc_ranks" --no-prefix \
     --timeout 600 -- "$here/collectives" --transport cuda_ipc --collective "$c" \
