@@ -3,7 +3,8 @@
 // The completion side of a GPU transport (nccl, cuda_ipc). Each operation
 // it queues on a CUDA stream ends with a completion event, or with kernels
 // that count themselves finished (CompletionCount); its request
-// (DeviceRequest) is done once that event has fired or the count reached. DeviceWatch recycles
+// (DeviceRequest) is done once that event has fired or the count is
+// reached. DeviceWatch recycles
 // the events and runs the watchdog thread that completes requests nobody
 // waits on (so OnDone callbacks run), fails the transport when one passes
 // its deadline, and asks the transport between looks whether it is still
