@@ -25,6 +25,7 @@
 #include "relay.h"
 #include "runtime/status_macros.h"
 #include "runtime/bootstrap/environment.h"
+#include "runtime/config.h"
 #include "testing/conformance.h"
 #include "testing/device_memory.h"
 #include "testing/device_transport_checks.h"
@@ -54,10 +55,10 @@ constexpr char kNeedsTwo[] = "needs 2 ranks: 2 GPUs, or 2 processes under a laun
 
 // Processes sharing one GPU take turns on it (time slices of about 2 ms a
 // call), so tests with thousands of calls make fewer there.
-bool SharedGpu() {
-  const char* v = std::getenv("RELAY_CUDA_IPC_SHARED_GPU");
-  return v != nullptr && std::string(v) == "1" && VisibleDeviceCount() < Ranks();
+bool SharedGpuSetting() {
+  return ReadSwitch("RELAY_CUDA_IPC_SHARED_GPU", false).value_or(false);
 }
+bool SharedGpu() { return SharedGpuSetting() && VisibleDeviceCount() < Ranks(); }
 
 absl::Status CudaCheck(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return absl::OkStatus();
@@ -151,8 +152,7 @@ std::vector<absl::Status> ConnectTwoThreadsOnGpuZero() {
 
 TEST(CudaIpcTransportTest, ThreadsSharingAGpuAreRefused) {
   if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
-  const char* was = std::getenv("RELAY_CUDA_IPC_SHARED_GPU");
-  const std::string before = was == nullptr ? "" : was;
+  const bool was_on = SharedGpuSetting();  // As the launcher set it, if it did.
   unsetenv("RELAY_CUDA_IPC_SHARED_GPU");
   for (const absl::Status& s : ConnectTwoThreadsOnGpuZero()) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -160,11 +160,7 @@ TEST(CudaIpcTransportTest, ThreadsSharingAGpuAreRefused) {
   }
   setenv("RELAY_CUDA_IPC_SHARED_GPU", "1", 1);
   const std::vector<absl::Status> shared = ConnectTwoThreadsOnGpuZero();
-  if (was == nullptr) {
-    unsetenv("RELAY_CUDA_IPC_SHARED_GPU");
-  } else {
-    setenv("RELAY_CUDA_IPC_SHARED_GPU", before.c_str(), 1);
-  }
+  if (!was_on) unsetenv("RELAY_CUDA_IPC_SHARED_GPU");
   for (const absl::Status& s : shared) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "must be processes")) << s;
