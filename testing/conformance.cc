@@ -413,8 +413,8 @@ absl::Status RunConformanceCase(const ConformanceCase& c,
                                 TransportFactory& factory,
                                 const CollectiveEngine& engine) {
   const std::vector<std::vector<double>> inputs = AllInputs(c);
-  ThreadArrivals arrived;
-  return RunRanks(c.size, factory, engine, [&](Communicator& comm) {
+  return RunRanksWithStore(c.size, factory, engine, [&](Communicator& comm, Store& store) {
+    BarrierArrivals arrived(store, "barrier");
     return RunOneRank(c, comm, inputs, arrived);
   });
 }
@@ -424,14 +424,14 @@ absl::Status RunConformanceCasesOnOneGroup(
     TransportFactory& factory, const CollectiveEngine& engine,
     const CommunicatorOptions& options, const RankSetup& setup,
     std::vector<std::string>* failures) {
-  std::vector<ThreadArrivals> arrivals(cases.size());
   std::mutex mu;
   int failed = 0;  // Guarded by mu.
-  return RunRanks(
+  return RunRanksWithStore(
       size, factory, engine,
-      [&](Communicator& comm) -> absl::Status {
+      [&](Communicator& comm, Store& store) -> absl::Status {
         for (size_t i = 0; i < cases.size(); ++i) {
-          absl::Status one = RunConformanceCaseOnRank(cases[i], comm, arrivals[i]);
+          BarrierArrivals arrivals(store, absl::StrCat("barrier/", i));
+          absl::Status one = RunConformanceCaseOnRank(cases[i], comm, arrivals);
           if (one.ok()) continue;
           std::lock_guard<std::mutex> lock(mu);
           failures->push_back(absl::StrCat("rank ", comm.rank(), ": ",

@@ -18,9 +18,9 @@
 #ifndef RELAY_TESTING_CONFORMANCE_H_
 #define RELAY_TESTING_CONFORMANCE_H_
 
-#include <atomic>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +28,7 @@
 #include "runtime/communicator.h"
 #include "runtime/collective.h"
 #include "runtime/data_type.h"
+#include "runtime/store.h"
 #include "runtime/transport.h"
 #include "testing/rank_harness.h"
 
@@ -94,26 +95,22 @@ absl::Status RunConformanceCase(const ConformanceCase& c,
                                 const CollectiveEngine& engine);
 
 // Counts the ranks that have entered a barrier case, so the suite can check
-// none leaves before all arrived: an atomic for threads, a store counter for
-// processes.
+// none leaves before all arrived: in a store the group shares (the
+// harness's for threads, RunRanksWithStore; the job's for processes), one
+// key a case.
 class BarrierArrivals {
  public:
-  virtual ~BarrierArrivals() = default;
-  virtual absl::Status Arrive() = 0;
-  virtual absl::StatusOr<int> Count() = 0;
-};
-
-// BarrierArrivals for ranks that are threads of this process.
-class ThreadArrivals final : public BarrierArrivals {
- public:
-  absl::Status Arrive() override {
-    count_.fetch_add(1);
-    return absl::OkStatus();
+  BarrierArrivals(Store& store, std::string key) : store_(store), key_(std::move(key)) {}
+  absl::Status Arrive() { return store_.Add(key_, 1).status(); }
+  absl::StatusOr<int> Count() {
+    absl::StatusOr<int64_t> n = store_.Add(key_, 0);
+    if (!n.ok()) return n.status();
+    return static_cast<int>(*n);
   }
-  absl::StatusOr<int> Count() override { return count_.load(); }
 
  private:
-  std::atomic<int> count_{0};
+  Store& store_;
+  std::string key_;
 };
 
 // Runs one case on this rank of `comm` (ranks are processes: each calls it

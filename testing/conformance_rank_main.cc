@@ -35,23 +35,6 @@
 namespace relay {
 namespace {
 
-// Barrier arrivals counted in the job's store.
-class StoreArrivals final : public BarrierArrivals {
- public:
-  StoreArrivals(Store& store, std::string key)
-      : store_(store), key_(std::move(key)) {}
-  absl::Status Arrive() override { return store_.Add(key_, 1).status(); }
-  absl::StatusOr<int> Count() override {
-    absl::StatusOr<int64_t> n = store_.Add(key_, 0);
-    if (!n.ok()) return n.status();
-    return static_cast<int>(*n);
-  }
-
- private:
-  Store& store_;
-  std::string key_;
-};
-
 int Usage(const std::string& why) {
   std::fprintf(stderr, "conformance_rank: %s\n", why.c_str());
   return 2;
@@ -126,7 +109,7 @@ int Main(int argc, char** argv) {
   }
   int failed = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
-    StoreArrivals arrivals(**store, absl::StrCat("barrier/", i));
+    BarrierArrivals arrivals(**store, absl::StrCat("barrier/", i));
     absl::Status s = RunConformanceCaseOnRank(cases[i], **comm, arrivals);
     if (!s.ok()) {
       ++failed;

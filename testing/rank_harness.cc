@@ -43,13 +43,16 @@ JobRank* TheJobRank() {
   return job;
 }
 
+// Where a body's own keys go in the group's store.
+constexpr char kBodyPrefix[] = "body/";
+
 absl::Status Prefixed(int rank, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("rank ", rank, ": ", s.message()));
 }
 
 // This process's rank alone, over the job's store.
 absl::Status RunJobRank(JobRank& job, int size, TransportFactory& factory,
-                        const CollectiveEngine& engine, const RankBody& body,
+                        const CollectiveEngine& engine, const RankBodyWithStore& body,
                         const CommunicatorOptions& options, const RankSetup& setup) {
   if (!job.status.ok()) return job.status;
   const int rank = job.env.rank;
@@ -64,7 +67,8 @@ absl::Status RunJobRank(JobRank& job, int size, TransportFactory& factory,
   }
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       Communicator::Create(factory, engine, store, rank, size, options);
-  const absl::Status s = comm.ok() ? body(**comm) : comm.status();
+  PrefixStore body_store(store, kBodyPrefix);
+  const absl::Status s = comm.ok() ? body(**comm, body_store) : comm.status();
   return s.ok() ? s : Prefixed(rank, s);
 }
 
@@ -73,10 +77,19 @@ absl::Status RunJobRank(JobRank& job, int size, TransportFactory& factory,
 absl::Status RunRanks(int size, TransportFactory& factory,
                       const CollectiveEngine& engine, const RankBody& body,
                       CommunicatorOptions options, const RankSetup& setup) {
+  return RunRanksWithStore(
+      size, factory, engine, [&](Communicator& comm, Store&) { return body(comm); }, options,
+      setup);
+}
+
+absl::Status RunRanksWithStore(int size, TransportFactory& factory,
+                               const CollectiveEngine& engine, const RankBodyWithStore& body,
+                               CommunicatorOptions options, const RankSetup& setup) {
   if (JobRank* job = TheJobRank(); job != nullptr) {
     return RunJobRank(*job, size, factory, engine, body, options, setup);
   }
   auto store = std::make_shared<InMemoryStore>();
+  PrefixStore body_store(store, kBodyPrefix);
   std::vector<absl::Status> results(static_cast<size_t>(size));
   std::vector<std::thread> threads;
   threads.reserve(results.size());
@@ -90,7 +103,7 @@ absl::Status RunRanks(int size, TransportFactory& factory,
       }
       absl::StatusOr<std::unique_ptr<Communicator>> comm =
           Communicator::Create(factory, engine, store, r, size, options);
-      results[r] = comm.ok() ? body(**comm) : comm.status();
+      results[r] = comm.ok() ? body(**comm, body_store) : comm.status();
     });
   }
   for (std::thread& t : threads) t.join();

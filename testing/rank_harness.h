@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "runtime/collective.h"
 #include "runtime/communicator.h"
+#include "runtime/store.h"
 #include "runtime/transport.h"
 
 namespace relay {
@@ -41,6 +42,16 @@ absl::Status RunRanks(int size, TransportFactory& factory,
                       const CollectiveEngine& engine, const RankBody& body,
                       CommunicatorOptions options = {},
                       const RankSetup& setup = nullptr);
+
+// As RunRanks, with the group's store handed to every body too, under a
+// prefix of its own beside the communicators' keys: what ranks count or
+// exchange outside the communicator (a barrier's arrivals) goes there, so
+// it works the same for threads and for processes under a launcher.
+using RankBodyWithStore = std::function<absl::Status(Communicator& comm, Store& store)>;
+absl::Status RunRanksWithStore(int size, TransportFactory& factory,
+                               const CollectiveEngine& engine, const RankBodyWithStore& body,
+                               CommunicatorOptions options = {},
+                               const RankSetup& setup = nullptr);
 
 }  // namespace relay
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -61,6 +62,32 @@ TEST(RankHarnessTest, RanksMeetAndSayHowTheyRan) {
   }
   if (pids.empty()) return;  // Rank 1's process under a launcher.
   std::printf("%s\n", pids[0] != pids[1] ? "ranks as processes" : "ranks as threads");
+}
+
+// The store a body gets is the group's: every rank counts itself in, and
+// then each sees the whole group's count, and what rank 0 sets. Twice: the
+// second call starts from a fresh count.
+TEST(RankHarnessTest, BodiesShareTheGroupsStore) {
+  TransportFactory* ucx = Ucx();
+  if (ucx == nullptr) GTEST_SKIP() << "no UCX in this build";
+  for (int call = 0; call < 2; ++call) {
+    const absl::Status s = RunRanksWithStore(
+        2, *ucx, DefaultEngine(), [&](Communicator& comm, Store& store) -> absl::Status {
+          if (comm.rank() == 0) RELAY_RETURN_IF_ERROR(store.Set("from0", "hello"));
+          RELAY_RETURN_IF_ERROR(store.Add("in", 1).status());
+          RELAY_ASSIGN_OR_RETURN(std::string got, store.Get("from0", absl::Seconds(30)));
+          RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier());
+          RELAY_RETURN_IF_ERROR(b.Wait(absl::Seconds(30)));
+          RELAY_ASSIGN_OR_RETURN(int64_t in, store.Add("in", 0));
+          if (in != 2 || got != "hello") {
+            return absl::InternalError(
+                absl::StrCat("call ", call, ": ", in, " ranks counted in, rank 0 set '", got,
+                             "'; want 2 and 'hello'"));
+          }
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(s.ok()) << s;
+  }
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 # with one GPU, cuda_ipc's process checks run two processes on it
 # (RELAY_CUDA_IPC_SHARED_GPU=1): their kernels take turns on the GPU, so a
 # call takes 2-3 ms, but every path between processes runs. Logs go to
-# OUT_DIR; the last line says how many checks failed.
+# OUT_DIR; the last line says how many checks failed. A check that runs
+# past CHECK_LIMIT seconds (default 300) fails with exit status 124.
 #
 # Usage: run_checks.sh OUT_DIR
 set -uo pipefail
@@ -22,10 +23,15 @@ mkdir -p "$out"
 source "$here/gpu_env.sh"
 gpus=$(gpu_count)
 failed=0
+# Each check gets at most CHECK_LIMIT seconds (default 300), so one that
+# hangs fails alone instead of taking the device call with it (shell
+# functions bound themselves).
 check() {  # name, command...
   local name="$1"; shift
   local start=$SECONDS
-  if "$@" >"$out/$name.log" 2>&1; then
+  local limit=()
+  declare -F "$1" >/dev/null || limit=(timeout "${CHECK_LIMIT:-300}")
+  if "${limit[@]}" "$@" >"$out/$name.log" 2>&1; then
     echo "PASS $name ($((SECONDS - start)) s)"
   else
     echo "FAIL $name ($((SECONDS - start)) s): tail of $out/$name.log:"
@@ -50,7 +56,7 @@ if [ "$gpus" = 1 ]; then
 fi
 # The transport's tests (written for 2 ranks as threads) run whole on 2
 # processes (testing/rank_harness.h).
-check cuda_ipc_transport_test_processes python3 "$here/relayrun" -n 2 --timeout 900 -- \
+check cuda_ipc_transport_test_processes python3 "$here/relayrun" -n 2 --timeout 300 -- \
   "$here/cuda_ipc_transport_test"
 for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
   check "cuda_ipc_processes_$c" python3 "$here/relayrun" -n "$ipc_ranks" --no-prefix \
