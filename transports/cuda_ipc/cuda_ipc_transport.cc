@@ -119,10 +119,12 @@ struct Core final : DeviceWatchOwner {
   CheckedPointers checked_pointers;
 
   std::mutex enqueue_mu;
-  // The last operation queued: its stream, and its completion event, or
-  // (null event) the completed count that marks it done. Guarded by
-  // enqueue_mu.
-  cudaStream_t last_stream = nullptr;
+  // The last operation queued: its stream's id (cudaStreamGetId; a
+  // destroyed stream's handle is handed out again while its work still
+  // runs, an id never is), and its completion event, or (null event) the
+  // completed count that marks it done. Guarded by enqueue_mu.
+  std::optional<unsigned long long> last_stream_id;
+  unsigned long long stream_id = 0;  // `stream`'s.
   cudaEvent_t last_done = nullptr;
   std::optional<uint32_t> last_completed;
 
@@ -533,6 +535,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   // capture, which cudaStreamEndCapture refuses as unjoined.
   const bool on_caller = order == StreamOrder::kOnStream || capturing;
   cudaStream_t stream = on_caller ? caller : c.stream;
+  unsigned long long stream_id = c.stream_id;
   cudaEvent_t done = nullptr;
   std::optional<uint32_t> completed;  // Done by the kernels' count, not an event.
   absl::Status queued;
@@ -551,7 +554,10 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
       }
       // One operation at a time, in posting order, whatever the streams:
       // the kernels count this transport's calls and chunks.
-      if (queued.ok() && c.last_stream != nullptr && c.last_stream != stream) {
+      if (queued.ok() && stream != c.stream) {
+        queued = Cuda(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
+      }
+      if (queued.ok() && c.last_stream_id.has_value() && *c.last_stream_id != stream_id) {
         queued = c.last_done != nullptr
                      ? Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
                             "cudaStreamWaitEvent (the previous operation)")
@@ -578,7 +584,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
         }
       }
       if (queued.ok()) {
-        c.last_stream = stream;
+        c.last_stream_id = stream_id;
         c.last_done = done;
         c.last_completed = completed;
       }
@@ -764,6 +770,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
            "cudaStreamCreateWithFlags"));
+  RELAY_RETURN_IF_ERROR(Cuda(cudaStreamGetId(c.stream, &c.stream_id), "cudaStreamGetId"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming),
                              "cudaEventCreateWithFlags"));
   const size_t bytes = cuda_ipc::ArenaLayout::Bytes(c.half_bytes);

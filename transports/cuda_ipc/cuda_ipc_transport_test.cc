@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <iostream>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -976,6 +977,148 @@ TEST(CudaIpcTransportTest, CallerStreamDestroyedAfterItsCall) {
       },
       {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
+}
+
+// A caller's stream destroyed while its call (an all_reduce) still waits
+// behind other work (a host function holding the stream until the test
+// opens a gate), then a new stream: a call there (a broadcast: another
+// kernel, so another of the launcher's graphs, which would order calls of
+// one kernel by themselves) must not run before the first one. CUDA hands
+// the destroyed stream's handle out again while its work is pending (the
+// test tries 256 new streams to get it, and says whether it did), so the
+// transport tells streams apart by cudaStreamGetId, never by handle.
+TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
+  if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
+  const int ranks = std::min(Ranks(), 2);
+  std::atomic<int> reused{0};
+  absl::Status s = RunRanks(
+      ranks, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        const Device dev = Device::Cuda(GpuOfRank(rank));
+        constexpr size_t kCount = 4096;
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(2 * kCount * 4));
+        float* first_data = reinterpret_cast<float*>(d.data());
+        float* second_data = first_data + kCount;
+        std::vector<float> host(2 * kCount);
+        for (size_t i = 0; i < host.size(); ++i) {
+          host[i] = static_cast<float>((i * 7 + rank * 101) % 1000);
+        }
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(first_data, host.data(), host.size() * 4,
+                                                   cudaMemcpyHostToDevice), "copy in"));
+        CollectiveOptions opts;
+        opts.stream_order = StreamOrder::kOnStream;
+        // One call first, unheld: CUDA loads a kernel on its first launch
+        // and waits for the GPU to go idle to do so (design note finding
+        // 24), which the held stream below would never allow.
+        {
+          RELAY_ASSIGN_OR_RETURN(DeviceStream warm, DeviceStream::Create());
+          opts.stream = warm.get();
+          RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(second_data, kCount, dev),
+                                                           Buffer::Of(second_data, kCount, dev),
+                                                           ReduceOp::kSum, opts));
+          RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+          RELAY_ASSIGN_OR_RETURN(r, comm.Broadcast(ConstBuffer::Of(second_data, kCount, dev),
+                                                   Buffer::Of(second_data, kCount, dev), 0, opts));
+          RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+          RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(second_data, host.data() + kCount,
+                                                     kCount * 4, cudaMemcpyHostToDevice),
+                                          "copy in"));
+        }
+        // The gate is static: the host function may read it after this rank
+        // returns. It opens on every way out, and after 10 s whatever
+        // happens, so a CUDA call that waits for the held stream fails the
+        // test instead of hanging it.
+        static std::atomic<bool> gates[2];
+        std::atomic<bool>& gate = gates[rank % 2];
+        gate.store(false);
+        struct Opens {
+          std::atomic<bool>& gate;
+          std::thread at_the_latest;
+          ~Opens() {
+            gate.store(true);
+            at_the_latest.join();
+          }
+        } opens{gate, std::thread([&gate] {
+                  for (int i = 0; i < 1000 && !gate.load(); ++i) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                  }
+                  gate.store(true);
+                })};
+        auto hold = [](void* g) {
+          while (!static_cast<std::atomic<bool>*>(g)->load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        };
+        const auto held_at = std::chrono::steady_clock::now();
+        Request first, second;
+        void* gone_handle = nullptr;
+        {
+          RELAY_ASSIGN_OR_RETURN(DeviceStream gone, DeviceStream::Create());
+          gone_handle = gone.get();
+          RELAY_RETURN_IF_ERROR(CudaCheck(
+              cudaLaunchHostFunc(static_cast<cudaStream_t>(gone.get()), hold, &gate),
+              "cudaLaunchHostFunc"));
+          opts.stream = gone.get();
+          RELAY_ASSIGN_OR_RETURN(first, comm.AllReduce(ConstBuffer::Of(first_data, kCount, dev),
+                                                       Buffer::Of(first_data, kCount, dev),
+                                                       ReduceOp::kSum, opts));
+        }
+        DeviceStream next;
+        for (int tries = 0; tries < 256; ++tries) {
+          RELAY_ASSIGN_OR_RETURN(next, DeviceStream::Create());
+          if (next.get() == gone_handle) {
+            reused.fetch_add(1);
+            break;
+          }
+        }
+        opts.stream = next.get();
+        RELAY_ASSIGN_OR_RETURN(second, comm.Broadcast(ConstBuffer::Of(second_data, kCount, dev),
+                                                      Buffer::Of(second_data, kCount, dev), 0,
+                                                      opts));
+        const double queued_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - held_at).count();
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        const cudaError_t pending = cudaStreamQuery(static_cast<cudaStream_t>(next.get()));
+        const bool second_done = second.Test();
+        gate.store(true);
+        absl::Status result = first.Wait(absl::Seconds(60));
+        absl::Status w = second.Wait(absl::Seconds(60));
+        if (result.ok()) result = w;
+        if (result.ok() && queued_s > 5) {
+          result = absl::InternalError(absl::StrCat(
+              "queueing the calls waited for the held stream (", queued_s, " s, rank ", rank,
+              ")"));
+        }
+        if (result.ok() && (pending != cudaErrorNotReady || second_done)) {
+          result = absl::InternalError(absl::StrCat(
+              "the call on the new stream finished while the destroyed stream's call was held "
+              "(stream query ", cudaGetErrorString(pending), ", request done ", second_done,
+              ", rank ", rank, ")"));
+        }
+        std::vector<float> got(2 * kCount);
+        if (result.ok()) {
+          result = CudaCheck(cudaMemcpy(got.data(), first_data, got.size() * 4,
+                                        cudaMemcpyDeviceToHost), "copy out");
+        }
+        for (size_t i = 0; result.ok() && i < got.size(); ++i) {
+          // The all_reduce's sum over ranks, then the broadcast of rank 0's.
+          float want = static_cast<float>((i * 7) % 1000);
+          for (int r = 1; r < comm.size() && i < kCount; ++r) {
+            want += static_cast<float>((i * 7 + r * 101) % 1000);
+          }
+          if (got[i] != want) {
+            result = absl::InternalError(absl::StrCat(i < kCount ? "first" : "second",
+                                                      " call, element ", i % kCount, ": ",
+                                                      got[i], ", want ", want));
+          }
+        }
+        return result;
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+  std::cout << "a destroyed stream's handle came back while its work was pending on "
+            << reused.load() << " of " << ranks << " ranks\n";
 }
 
 // 100 all_reduces captured into a CUDA graph, replayed 1,000 times (20

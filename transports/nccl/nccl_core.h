@@ -57,6 +57,7 @@ struct Core final : DeviceWatchOwner {
     return all;
   }
   cudaStream_t stream = nullptr;
+  unsigned long long stream_id = 0;  // cudaStreamGetId of `stream`.
   int32_t* barrier_scratch = nullptr;  // One device int for barriers.
   // Recorded on a caller's stream for `stream` to wait on; guarded by
   // enqueue_mu. One is enough: a stream waiting on an event captures its
@@ -70,9 +71,10 @@ struct Core final : DeviceWatchOwner {
   // (kernels of two that run at once may not both progress). The event
   // may have gone back to the pool with its request: a wait captures its
   // last record, which only a later Launch, under the same lock, changes.
-  // A stream destroyed and a new one at the same address compare equal,
-  // but CUDA frees a stream only once its work has finished.
-  cudaStream_t last_stream = nullptr;
+  // Streams are told apart by cudaStreamGetId: CUDA hands a destroyed
+  // stream's handle out again while its work still runs (seen on an H200,
+  // cuda_ipc_transport_test), and an id is never reused.
+  unsigned long long last_stream_id = 0;  // Meaningful once last_done is set.
   cudaEvent_t last_done = nullptr;
   CheckedPointers checked_pointers;
 

@@ -180,7 +180,11 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                               "cudaStreamWaitEvent");
         }
       }
-      if (queued.ok() && c.last_done != nullptr && c.last_stream != stream) {
+      unsigned long long stream_id = c.stream_id;
+      if (queued.ok() && stream != c.stream) {
+        queued = CudaStatus(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
+      }
+      if (queued.ok() && c.last_done != nullptr && c.last_stream_id != stream_id) {
         queued = CudaStatus(cudaStreamWaitEvent(stream, c.last_done, 0),
                             "cudaStreamWaitEvent (the previous operation)");
       }
@@ -189,7 +193,7 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
       if (queued.ok()) {
-        c.last_stream = stream;
+        c.last_stream_id = stream_id;
         c.last_done = done;
       }
     }
