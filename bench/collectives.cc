@@ -692,9 +692,7 @@ int RunLaunchedRank(const Flags& f, std::vector<bench::Reporter>& reporters,
     CPU_SET(f.local_rank % std::max(cores, 1), &set);
     sched_setaffinity(0, sizeof(set), &set);
   }
-  if (DeviceMemoryAvailable()) {
-    SetCurrentDevice(f.local_rank % VisibleDeviceCount()).IgnoreError();
-  }
+  if (DeviceMemoryAvailable()) UseGpuOfLocalRank(f.local_rank).status().IgnoreError();
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       CreateCommunicatorFromEnvironment({}, absl::Minutes(2), f.transport);
   absl::Status result = comm.ok() ? RunRank(**comm, f, reporters) : comm.status();
@@ -756,9 +754,7 @@ int Main(int argc, char** argv) {
       }
       // One GPU per rank where there are GPUs (device transports use the
       // thread's current device).
-      if (DeviceMemoryAvailable()) {
-        SetCurrentDevice(r % VisibleDeviceCount()).IgnoreError();
-      }
+      if (DeviceMemoryAvailable()) UseGpuOfLocalRank(r).status().IgnoreError();
       CommunicatorConfig config;
       config.rank = r;
       config.size = f.ranks;

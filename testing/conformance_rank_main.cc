@@ -62,9 +62,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
   if (!env.ok()) return Usage(std::string(env.status().message()));
   // One GPU per local rank, for transports that move device memory.
-  if (DeviceMemoryAvailable()) {
-    SetCurrentDevice(env->local_rank % VisibleDeviceCount()).IgnoreError();
-  }
+  if (DeviceMemoryAvailable()) UseGpuOfLocalRank(env->local_rank).status().IgnoreError();
   absl::StatusOr<std::shared_ptr<TcpStore>> store = ConnectJobStore(*env);
   if (!store.ok()) return Usage(std::string(store.status().message()));
 

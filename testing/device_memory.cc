@@ -173,6 +173,14 @@ absl::Status DeviceBytes::CopyTo(void*, size_t, size_t) const { return NoCuda();
 
 #endif  // RELAY_HAVE_CUDA
 
+absl::StatusOr<int> UseGpuOfLocalRank(int local_rank) {
+  const int gpus = VisibleDeviceCount();
+  if (gpus == 0) return absl::FailedPreconditionError("no GPU is visible");
+  const int gpu = local_rank % gpus;
+  if (absl::Status s = SetCurrentDevice(gpu); !s.ok()) return s;
+  return gpu;
+}
+
 DeviceBytes::DeviceBytes(DeviceBytes&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),

@@ -35,6 +35,10 @@ int VisibleDeviceCount();
 absl::StatusOr<int> CurrentDevice();
 // cudaSetDevice for the calling thread.
 absl::Status SetCurrentDevice(int device);
+// Makes the GPU of a host's `local_rank` current on the calling thread:
+// one GPU per local rank, round robin where fewer are visible. Returns the
+// GPU; FailedPrecondition if none is visible.
+absl::StatusOr<int> UseGpuOfLocalRank(int local_rank);
 
 // A CUDA stream of the current device (cudaStreamNonBlocking), destroyed
 // with the object; get() is its cudaStream_t as void*.

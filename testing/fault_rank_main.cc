@@ -113,17 +113,12 @@ int Main(int argc, char** argv) {
     // The launcher's local rank, as CreateCommunicatorFromEnvironment reads
     // the rest of it.
     absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
-    const int gpus = VisibleDeviceCount();
-    if (!env.ok() || gpus == 0) {
-      std::fprintf(stderr, "fault_rank: --device 1: %s\n",
-                   env.ok() ? "no GPU is visible" : env.status().ToString().c_str());
+    absl::StatusOr<int> used = env.ok() ? UseGpuOfLocalRank(env->local_rank) : env.status();
+    if (!used.ok()) {
+      std::fprintf(stderr, "fault_rank: --device 1: %s\n", used.status().ToString().c_str());
       return 2;
     }
-    gpu = env->local_rank % gpus;
-    if (absl::Status s = SetCurrentDevice(gpu); !s.ok()) {
-      std::fprintf(stderr, "fault_rank: %s\n", s.ToString().c_str());
-      return 2;
-    }
+    gpu = *used;
   }
   CommunicatorOptions options;
   options.default_timeout = absl::Seconds(timeout_s);

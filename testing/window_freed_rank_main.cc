@@ -47,14 +47,9 @@ int Main(int argc, char** argv) {
     }
   }
   absl::StatusOr<LaunchEnvironment> env = ReadLaunchEnvironment();
-  const int gpus = VisibleDeviceCount();
-  if (!env.ok() || gpus == 0) {
-    std::fprintf(stderr, "window_freed_rank: %s\n",
-                 env.ok() ? "no GPU is visible" : env.status().ToString().c_str());
-    return 2;
-  }
-  if (absl::Status s = SetCurrentDevice(env->local_rank % gpus); !s.ok()) {
-    std::fprintf(stderr, "window_freed_rank: %s\n", s.ToString().c_str());
+  absl::StatusOr<int> used = env.ok() ? UseGpuOfLocalRank(env->local_rank) : env.status();
+  if (!used.ok()) {
+    std::fprintf(stderr, "window_freed_rank: %s\n", used.status().ToString().c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<Communicator>> comm = CreateCommunicatorFromEnvironment();
