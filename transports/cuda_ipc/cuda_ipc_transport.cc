@@ -771,6 +771,9 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
            "cudaStreamCreateWithFlags"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaStreamGetId(c.stream, &c.stream_id), "cudaStreamGetId"));
+  // Every kernel now, not at its first call (ipc_kernels.h says why).
+  RELAY_RETURN_IF_ERROR(
+      Cuda(static_cast<cudaError_t>(cuda_ipc::LoadKernels()), "loading the kernels"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming),
                              "cudaEventCreateWithFlags"));
   const size_t bytes = cuda_ipc::ArenaLayout::Bytes(c.half_bytes);

@@ -66,6 +66,53 @@ absl::Status CudaCheck(cudaError_t e, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
+// Holds streams: a host function queued on one waits until Open(), so the
+// work queued behind it waits and the GPU is busy. Opens after 10 s
+// whatever happens (a CUDA call that waits for the held stream then fails
+// its test instead of hanging it), and on destruction. Its flag is static
+// (one per slot, a rank's): the host function may read it after the test
+// has returned.
+class Gate {
+ public:
+  explicit Gate(int slot) : open_(Flags()[slot % 2]) {
+    open_.store(false);
+    at_the_latest_ = std::thread([this] {
+      for (int i = 0; i < 1000 && !open_.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      open_.store(true);
+    });
+  }
+  ~Gate() {
+    Open();
+    at_the_latest_.join();
+  }
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+  absl::Status Hold(void* stream) {
+    return CudaCheck(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), Wait, &open_),
+                     "cudaLaunchHostFunc");
+  }
+  void Open() { open_.store(true); }
+
+ private:
+  static std::atomic<bool>* Flags() {
+    static std::atomic<bool> flags[2];
+    return flags;
+  }
+  static void Wait(void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::atomic<bool>& open_;
+  std::thread at_the_latest_;
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Runs an all_reduce of `count` elements on every rank (input at element
 // offset `offset` of its allocation, in place or not) and checks every
 // element of the result against the reference.
@@ -194,6 +241,83 @@ absl::Status EveryDtypeAndOp(
       {}, OneGpuPerRank());
   for (const auto& [name, value] : settings) unsetenv(name);
   return s;
+}
+
+// A process's first calls while the GPU is busy (a stream held by a host
+// function): they are queued at once and run once the GPU frees, with
+// right results. CUDA loads a kernel at its first launch and waits for the
+// GPU to go idle to do so; the transport loads its kernels when the
+// communicator is made (design note finding 37). First in this file, so
+// that no earlier test has loaded these kernels.
+TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
+  if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
+  const int ranks = std::min(Ranks(), 2);
+  absl::Status s = RunRanks(
+      ranks, Factory(), DefaultEngine(),
+      [&](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank(), n = comm.size();
+        const Device dev = Device::Cuda(GpuOfRank(rank));
+        constexpr size_t kCount = 3000;
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * 8));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes sum, DeviceBytes::Allocate(kCount * 8));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes gathered, DeviceBytes::Allocate(kCount * 8 * n));
+        auto value = [](size_t i, int r) { return static_cast<double>((i * 7 + r * 101) % 1000); };
+        std::vector<double> host(kCount);
+        for (size_t i = 0; i < kCount; ++i) host[i] = value(i, rank);
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(in.data(), host.data(), kCount * 8,
+                                                   cudaMemcpyHostToDevice), "copy in"));
+        const double* src = reinterpret_cast<const double*>(in.data());
+        RELAY_ASSIGN_OR_RETURN(DeviceStream busy, DeviceStream::Create());
+        RELAY_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create());
+        Gate gate(rank);
+        RELAY_RETURN_IF_ERROR(gate.Hold(busy.get()));
+        CollectiveOptions opts;
+        opts.stream = stream.get();
+        opts.stream_order = StreamOrder::kOnStream;
+        const auto start = std::chrono::steady_clock::now();
+        RELAY_ASSIGN_OR_RETURN(
+            Request reduced,
+            comm.AllReduce(ConstBuffer::Of(src, kCount, dev),
+                           Buffer::Of(reinterpret_cast<double*>(sum.data()), kCount, dev),
+                           ReduceOp::kMax, opts));
+        RELAY_ASSIGN_OR_RETURN(
+            Request all,
+            comm.AllGather(ConstBuffer::Of(src, kCount, dev),
+                           Buffer::Of(reinterpret_cast<double*>(gathered.data()), kCount * n, dev),
+                           opts));
+        const double queued_s = SecondsSince(start);
+        gate.Open();
+        RELAY_RETURN_IF_ERROR(reduced.Wait(absl::Seconds(60)));
+        RELAY_RETURN_IF_ERROR(all.Wait(absl::Seconds(60)));
+        if (queued_s > 5) {
+          return absl::InternalError(absl::StrCat(
+              "the first calls waited ", queued_s, " s for the busy GPU (rank ", rank, ")"));
+        }
+        std::vector<double> got_sum(kCount), got_all(kCount * n);
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got_sum.data(), sum.data(), kCount * 8,
+                                                   cudaMemcpyDeviceToHost), "copy out"));
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got_all.data(), gathered.data(),
+                                                   kCount * 8 * n, cudaMemcpyDeviceToHost),
+                                        "copy out"));
+        for (size_t i = 0; i < kCount; ++i) {
+          double want = value(i, 0);
+          for (int r = 1; r < n; ++r) want = std::max(want, value(i, r));
+          if (got_sum[i] != want) {
+            return absl::InternalError(absl::StrCat("all_reduce element ", i, ": ", got_sum[i],
+                                                    ", want ", want));
+          }
+          for (int r = 0; r < n; ++r) {
+            if (got_all[r * kCount + i] != value(i, r)) {
+              return absl::InternalError(absl::StrCat("all_gather rank ", r, " element ", i,
+                                                      ": ", got_all[r * kCount + i], ", want ",
+                                                      value(i, r)));
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 TEST(CudaIpcTransportTest, AllReduceEveryDtypeAndOp) {
@@ -1008,9 +1132,8 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
                                                    cudaMemcpyHostToDevice), "copy in"));
         CollectiveOptions opts;
         opts.stream_order = StreamOrder::kOnStream;
-        // One call first, unheld: CUDA loads a kernel on its first launch
-        // and waits for the GPU to go idle to do so (design note finding
-        // 24), which the held stream below would never allow.
+        // One call of each kind first, unheld: this test checks ordering;
+        // FirstCallsDoNotWaitForABusyGpu checks first calls.
         {
           RELAY_ASSIGN_OR_RETURN(DeviceStream warm, DeviceStream::Create());
           opts.stream = warm.get();
@@ -1025,40 +1148,14 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
                                                      kCount * 4, cudaMemcpyHostToDevice),
                                           "copy in"));
         }
-        // The gate is static: the host function may read it after this rank
-        // returns. It opens on every way out, and after 10 s whatever
-        // happens, so a CUDA call that waits for the held stream fails the
-        // test instead of hanging it.
-        static std::atomic<bool> gates[2];
-        std::atomic<bool>& gate = gates[rank % 2];
-        gate.store(false);
-        struct Opens {
-          std::atomic<bool>& gate;
-          std::thread at_the_latest;
-          ~Opens() {
-            gate.store(true);
-            at_the_latest.join();
-          }
-        } opens{gate, std::thread([&gate] {
-                  for (int i = 0; i < 1000 && !gate.load(); ++i) {
-                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                  }
-                  gate.store(true);
-                })};
-        auto hold = [](void* g) {
-          while (!static_cast<std::atomic<bool>*>(g)->load()) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          }
-        };
+        Gate gate(rank);
         const auto held_at = std::chrono::steady_clock::now();
         Request first, second;
         void* gone_handle = nullptr;
         {
           RELAY_ASSIGN_OR_RETURN(DeviceStream gone, DeviceStream::Create());
           gone_handle = gone.get();
-          RELAY_RETURN_IF_ERROR(CudaCheck(
-              cudaLaunchHostFunc(static_cast<cudaStream_t>(gone.get()), hold, &gate),
-              "cudaLaunchHostFunc"));
+          RELAY_RETURN_IF_ERROR(gate.Hold(gone.get()));
           opts.stream = gone.get();
           RELAY_ASSIGN_OR_RETURN(first, comm.AllReduce(ConstBuffer::Of(first_data, kCount, dev),
                                                        Buffer::Of(first_data, kCount, dev),
@@ -1076,12 +1173,11 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
         RELAY_ASSIGN_OR_RETURN(second, comm.Broadcast(ConstBuffer::Of(second_data, kCount, dev),
                                                       Buffer::Of(second_data, kCount, dev), 0,
                                                       opts));
-        const double queued_s =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - held_at).count();
+        const double queued_s = SecondsSince(held_at);
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         const cudaError_t pending = cudaStreamQuery(static_cast<cudaStream_t>(next.get()));
         const bool second_done = second.Test();
-        gate.store(true);
+        gate.Open();
         absl::Status result = first.Wait(absl::Seconds(60));
         absl::Status w = second.Wait(absl::Seconds(60));
         if (result.ok()) result = w;

@@ -334,6 +334,11 @@ int LaunchTeardownBarrier(const IpcLaunch& p, void* stream) {
   return static_cast<int>(cudaGetLastError());
 }
 
+int LoadTeardownKernel() {
+  cudaFuncAttributes attributes;
+  return static_cast<int>(cudaFuncGetAttributes(&attributes, TeardownKernel));
+}
+
 bool KernelsBuilt() { return true; }
 
 }  // namespace cuda_ipc

@@ -310,6 +310,19 @@ int LaunchP2P(const P2PLaunch& launch, void* stream, KernelLauncher* via = nullp
 // rank's arena, so it may be freed. Buffers unused.
 int LaunchTeardownBarrier(const IpcLaunch& launch, void* stream);
 
+// Loads the teardown barrier's kernel without launching it (LoadKernels).
+int LoadTeardownKernel();
+
+// Loads every kernel the launch functions above can queue into the
+// current device's context, once per process and device; returns a
+// cudaError_t value. CUDA loads a kernel when it is first launched (lazy
+// loading, its default) and waits until nothing runs on the GPU to do so,
+// so a rank's first call of some kind, dtype and op would block its
+// caller until the GPU's other work is done, or for good where that work
+// waits for the caller (design note finding 37). Loading all of them when
+// a communicator is made puts that wait where the caller waits anyway.
+int LoadKernels();
+
 // True if this build has the kernels (CUDA was found at configure time).
 bool KernelsBuilt();
 

@@ -11,6 +11,8 @@ int LaunchRefusedDirectAllGather(const IpcLaunch&, void*, KernelLauncher*) { ret
 int LaunchRefusedAllReduce(const IpcLaunch&, void*, KernelLauncher*) { return -1; }
 int LaunchP2P(const P2PLaunch&, void*, KernelLauncher*) { return -1; }
 int LaunchTeardownBarrier(const IpcLaunch&, void*) { return -1; }
+int LoadTeardownKernel() { return -1; }
+int LoadKernels() { return -1; }
 bool KernelsBuilt() { return false; }
 
 }  // namespace cuda_ipc
