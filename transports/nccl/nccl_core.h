@@ -71,10 +71,12 @@ struct Core final : DeviceWatchOwner {
   // (kernels of two that run at once may not both progress). The event
   // may have gone back to the pool with its request: a wait captures its
   // last record, which only a later Launch, under the same lock, changes.
-  // Streams are told apart by cudaStreamGetId: CUDA hands a destroyed
-  // stream's handle out again while its work still runs (seen on an H200,
-  // cuda_ipc_transport_test), and an id is never reused.
-  unsigned long long last_stream_id = 0;  // Meaningful once last_done is set.
+  // Streams are told apart by handle and, where handles match, by
+  // cudaStreamGetId: CUDA hands a destroyed stream's handle out again
+  // while its work still runs (seen on an H200, cuda_ipc_transport_test),
+  // and an id is never reused. 0: no id (a stream being captured).
+  cudaStream_t last_stream = nullptr;
+  unsigned long long last_stream_id = 0;
   cudaEvent_t last_done = nullptr;
   CheckedPointers checked_pointers;
 

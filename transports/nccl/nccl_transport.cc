@@ -180,11 +180,20 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                               "cudaStreamWaitEvent");
         }
       }
-      unsigned long long stream_id = c.stream_id;
+      // Another stream than the last operation's: a handle of its own, or
+      // the same handle with another id (Core::last_stream_id). A stream
+      // being captured has no id to give, and only the capture orders it.
+      bool other_stream = stream != c.last_stream;
+      unsigned long long stream_id = stream == c.stream ? c.stream_id : 0;
       if (queued.ok() && stream != c.stream) {
-        queued = CudaStatus(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        queued = CudaStatus(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+        if (queued.ok() && capture == cudaStreamCaptureStatusNone) {
+          queued = CudaStatus(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
+          other_stream = other_stream || stream_id != c.last_stream_id;
+        }
       }
-      if (queued.ok() && c.last_done != nullptr && c.last_stream_id != stream_id) {
+      if (queued.ok() && c.last_done != nullptr && other_stream) {
         queued = CudaStatus(cudaStreamWaitEvent(stream, c.last_done, 0),
                             "cudaStreamWaitEvent (the previous operation)");
       }
@@ -193,6 +202,7 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
       if (queued.ok()) {
+        c.last_stream = stream;
         c.last_stream_id = stream_id;
         c.last_done = done;
       }
