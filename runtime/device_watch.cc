@@ -29,6 +29,14 @@ absl::Status QueryError(int error, const char* call) {
       absl::StrCat(call, ": ", device_runtime::ErrorString(error), " (CUDA error ", error, ")"));
 }
 
+// 0 once what `event` marks (or, where it is null, `count`) has finished;
+// device_runtime::kNotReady while it has not; else the event query's
+// error.
+int QueryCompletion(void* event, const CompletionCount& count) {
+  if (event != nullptr) return device_runtime::QueryEvent(event);
+  return count.Reached() ? 0 : device_runtime::kNotReady;
+}
+
 }  // namespace
 
 DeviceWatch::~DeviceWatch() {
@@ -152,10 +160,7 @@ void DeviceWatch::Loop() {
       // Only FailAll removes requests other than this thread, after the
       // owner marks itself aborted: the events stay valid unless it has.
       const FinishedPrefixResult found = FinishedPrefix(probes_.size(), [&](size_t i) {
-        const Probe& p = probes_[i];
-        const int q = p.event != nullptr       ? device_runtime::QueryEvent(p.event)
-                      : p.count.Reached() ? 0
-                                          : device_runtime::kNotReady;
+        const int q = QueryCompletion(probes_[i].event, probes_[i].count);
         return q == 0                         ? ProbeResult::kFinished
                : q == device_runtime::kNotReady ? ProbeResult::kRunning
                                                 : ProbeResult::kFailed;
@@ -224,12 +229,7 @@ absl::Status DeviceRequest::StreamWait(void* cuda_stream) {
 
 bool DeviceRequest::Check() {
   if (done()) return true;
-  if (done_event_ == nullptr) {
-    if (!count_.Reached()) return false;
-    Finish(0);
-    return true;
-  }
-  const int q = device_runtime::QueryEvent(done_event_);
+  const int q = QueryCompletion(done_event_, count_);
   if (q == device_runtime::kNotReady) return false;
   Finish(q);
   return true;

@@ -173,10 +173,14 @@ absl::Status DeviceBytes::CopyTo(void*, size_t, size_t) const { return NoCuda();
 
 #endif  // RELAY_HAVE_CUDA
 
+int GpuOfLocalRank(int local_rank) {
+  const int visible = VisibleDeviceCount();
+  return visible > 0 ? local_rank % visible : local_rank;
+}
+
 absl::StatusOr<int> UseGpuOfLocalRank(int local_rank) {
-  const int gpus = VisibleDeviceCount();
-  if (gpus == 0) return absl::FailedPreconditionError("no GPU is visible");
-  const int gpu = local_rank % gpus;
+  if (VisibleDeviceCount() == 0) return absl::FailedPreconditionError("no GPU is visible");
+  const int gpu = GpuOfLocalRank(local_rank);
   if (absl::Status s = SetCurrentDevice(gpu); !s.ok()) return s;
   return gpu;
 }

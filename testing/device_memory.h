@@ -35,9 +35,14 @@ int VisibleDeviceCount();
 absl::StatusOr<int> CurrentDevice();
 // cudaSetDevice for the calling thread.
 absl::Status SetCurrentDevice(int device);
-// Makes the GPU of a host's `local_rank` current on the calling thread:
-// one GPU per local rank, round robin where fewer are visible. Returns the
-// GPU; FailedPrecondition if none is visible.
+// The GPU of a host's `local_rank` (a process under a launcher, or a rank
+// as a thread): one GPU per local rank, round robin where fewer are
+// visible (ranks then share one: processes under cuda_ipc's
+// RELAY_CUDA_IPC_SHARED_GPU=1; never NCCL). `local_rank` itself where none
+// is visible.
+int GpuOfLocalRank(int local_rank);
+// Makes GpuOfLocalRank(local_rank) current on the calling thread and
+// returns it; FailedPrecondition if no GPU is visible.
 absl::StatusOr<int> UseGpuOfLocalRank(int local_rank);
 
 // A CUDA stream of the current device (cudaStreamNonBlocking), destroyed

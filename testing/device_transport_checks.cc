@@ -30,13 +30,8 @@ absl::Status ExpectRefused(const absl::StatusOr<Request>& r, const std::string& 
 
 }  // namespace
 
-int GpuOfRank(int rank) {
-  const int visible = VisibleDeviceCount();
-  return visible > 0 ? rank % visible : rank;
-}
-
 RankSetup OneGpuPerRank() {
-  return [](int rank) { return SetCurrentDevice(GpuOfRank(rank)); };
+  return [](int rank) { return UseGpuOfLocalRank(rank).status(); };
 }
 
 int ViableGpus(TransportFactory& factory) {
@@ -68,7 +63,7 @@ absl::StatusOr<std::vector<DeviceBytes>> AllocateOnEveryGpu(size_t bytes) {
 absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
                                             const std::vector<DeviceBytes>& every_gpu) {
   const int rank = comm.rank();
-  const Device gpu = Device::Cuda(GpuOfRank(rank));
+  const Device gpu = Device::Cuda(GpuOfLocalRank(rank));
   std::vector<float> host(16, 1.0f);
   RELAY_ASSIGN_OR_RETURN(DeviceBytes dev, DeviceBytes::Allocate(64));
   float* d = reinterpret_cast<float*>(dev.data());
@@ -110,7 +105,7 @@ absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
 absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm) {
   RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
   float* p = reinterpret_cast<float*>(d.data());
-  const Device dev = Device::Cuda(GpuOfRank(comm.rank()));
+  const Device dev = Device::Cuda(GpuOfLocalRank(comm.rank()));
   RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(p, 1024, dev),
                                                    Buffer::Of(p, 1024, dev), ReduceOp::kMax));
   std::atomic<bool> called{false};
@@ -169,7 +164,8 @@ absl::Status CheckWindowFreedWhileRegistered(Communicator& comm, CollectiveKind 
     std::vector<unsigned char> after(window_bytes);
     RELAY_RETURN_IF_ERROR(alloc.CopyTo(after.data(), after.size()));
     if (after != before) {
-      return absl::InternalError(absl::StrCat("rank ", rank, "'s window was written after the refusal"));
+      return absl::InternalError(
+          absl::StrCat("rank ", rank, "'s window was written after the refusal"));
     }
   }
   absl::StatusOr<Request> later = comm.Barrier(twenty_seconds);

@@ -21,12 +21,8 @@
 
 namespace relay {
 
-// The GPU rank `rank` runs on: `rank` modulo the visible GPUs, so ranks
-// share one only where fewer are visible than ranks run (processes under
-// cuda_ipc's RELAY_CUDA_IPC_SHARED_GPU=1; never NCCL).
-int GpuOfRank(int rank);
-
-// Selects GpuOfRank(rank) on the rank's thread.
+// Selects GpuOfLocalRank(rank) (testing/device_memory.h) on the rank's
+// thread.
 RankSetup OneGpuPerRank();
 
 // The GPUs visible to this process where `factory` is viable, else 0.

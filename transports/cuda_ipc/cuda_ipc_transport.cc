@@ -127,6 +127,14 @@ struct Core final : DeviceWatchOwner {
   unsigned long long stream_id = 0;  // `stream`'s.
   cudaEvent_t last_done = nullptr;
   std::optional<uint32_t> last_completed;
+  // Makes `stream` wait on the GPU for the last operation queued (its
+  // event, or its kernels' count); a cudaError_t value, 0 if there is none.
+  // Under enqueue_mu.
+  int WaitForLast(cudaStream_t stream) const {
+    if (last_done != nullptr) return cudaStreamWaitEvent(stream, last_done, 0);
+    if (!last_completed.has_value()) return 0;
+    return device_runtime::StreamWaitValue(stream, device_completed(), *last_completed);
+  }
 
   // Symmetric windows; made once the store and the driver's entry points
   // are known.
@@ -301,11 +309,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   device_runtime::ScopedDevice on_device(c.device);
   {
     std::lock_guard<std::mutex> lock(c.enqueue_mu);
-    if (c.last_done != nullptr) {
-      cudaStreamWaitEvent(c.stream, c.last_done, 0);
-    } else if (c.last_completed.has_value()) {
-      device_runtime::StreamWaitValue(c.stream, c.device_completed(), *c.last_completed);
-    }
+    c.WaitForLast(c.stream);
     if (!c.aborted.load(std::memory_order_acquire)) {
       // No peer's kernel may touch this rank's arena once it is freed: meet
       // every peer first (or give up after kTeardownTimeoutNs).
@@ -558,12 +562,8 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
         queued = Cuda(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
       }
       if (queued.ok() && c.last_stream_id.has_value() && *c.last_stream_id != stream_id) {
-        queued = c.last_done != nullptr
-                     ? Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
-                            "cudaStreamWaitEvent (the previous operation)")
-                     : Cuda(static_cast<cudaError_t>(device_runtime::StreamWaitValue(
-                                stream, c.device_completed(), *c.last_completed)),
-                            "cuStreamWaitValue32 (the previous operation)");
+        queued = Cuda(static_cast<cudaError_t>(c.WaitForLast(stream)),
+                      "waiting for the previous operation");
       }
     }
     const uint32_t reported_before = via != nullptr ? via->reporting_queued : 0;

@@ -144,8 +144,8 @@ absl::Status CheckAllReduceAt(Communicator& comm, DataType dtype, ReduceOp op, s
   RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(src, host.data(), count * esize,
                                              cudaMemcpyHostToDevice), "cudaMemcpy"));
   RELAY_ASSIGN_OR_RETURN(
-      Request r, comm.AllReduce(ConstBuffer{src, count, dtype, Device::Cuda(GpuOfRank(rank))},
-                                Buffer{dst, count, dtype, Device::Cuda(GpuOfRank(rank))}, op));
+      Request r, comm.AllReduce(ConstBuffer{src, count, dtype, Device::Cuda(GpuOfLocalRank(rank))},
+                                Buffer{dst, count, dtype, Device::Cuda(GpuOfLocalRank(rank))}, op));
   RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
   std::vector<char> got(count * esize);
   RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got.data(), dst, count * esize,
@@ -256,7 +256,7 @@ TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
       ranks, Factory(), DefaultEngine(),
       [&](Communicator& comm) -> absl::Status {
         const int rank = comm.rank(), n = comm.size();
-        const Device dev = Device::Cuda(GpuOfRank(rank));
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
         constexpr size_t kCount = 3000;
         RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * 8));
         RELAY_ASSIGN_OR_RETURN(DeviceBytes sum, DeviceBytes::Allocate(kCount * 8));
@@ -392,9 +392,10 @@ absl::Status CheckCollective(Communicator& comm, CollectiveKind kind, DataType d
   char* dst = reinterpret_cast<char*>(out.data()) + offset * esize;
   RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(src, host.data(), send_count * esize,
                                              cudaMemcpyHostToDevice), "cudaMemcpy"));
+  const Device dev = Device::Cuda(GpuOfLocalRank(rank));
   RELAY_ASSIGN_OR_RETURN(
-      Request r, comm.Collective(kind, ConstBuffer{src, send_count, dtype, Device::Cuda(GpuOfRank(rank))},
-                                 Buffer{dst, recv_count, dtype, Device::Cuda(GpuOfRank(rank))}, op, root));
+      Request r, comm.Collective(kind, ConstBuffer{src, send_count, dtype, dev},
+                                 Buffer{dst, recv_count, dtype, dev}, op, root));
   RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
   if ((kind == CollectiveKind::kGather || kind == CollectiveKind::kReduce) && rank != root) {
     return absl::OkStatus();
@@ -561,7 +562,7 @@ TEST(CudaIpcTransportTest, AllGatherIntoAWindow) {
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
         const int rank = comm.rank(), n = comm.size();
-        const Device dev = Device::Cuda(GpuOfRank(rank));
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
         constexpr size_t kMost = (8 << 20) + 5;  // Floats per rank.
         // The window sits 256 bytes into its allocation on rank 1 only.
         const size_t lead = rank == 1 ? 256 : 0;
@@ -652,7 +653,7 @@ TEST(CudaIpcTransportTest, AllReduceIntoAWindow) {
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
-        const Device dev = Device::Cuda(GpuOfRank(comm.rank()));
+        const Device dev = Device::Cuda(GpuOfLocalRank(comm.rank()));
         constexpr size_t kMost = (size_t{24} << 20) + 5;  // float32: 96 MiB and a tail.
         const size_t window_bytes = kMost * 4 + 256;
         RELAY_ASSIGN_OR_RETURN(DeviceBytes alloc, DeviceBytes::Allocate(window_bytes));
@@ -772,7 +773,7 @@ TEST(CudaIpcTransportTest, SendAndReceive) {
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
         const int rank = comm.rank(), peer = 1 - rank;
-        const Device dev = Device::Cuda(GpuOfRank(rank));
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
         auto bytes_of = [&](size_t n, char* p) {
           return ConstBuffer{p, n, DataType::kUint8, dev};
         };
@@ -845,7 +846,7 @@ TEST(CudaIpcTransportTest, ReceiveOfAnotherSizeIsAnError) {
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
-        const Device dev = Device::Cuda(GpuOfRank(comm.rank()));
+        const Device dev = Device::Cuda(GpuOfLocalRank(comm.rank()));
         RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
         float* p = reinterpret_cast<float*>(d.data());
         if (comm.rank() == 0) {
@@ -919,8 +920,9 @@ void PeerStopsParticipating(CollectiveKind kind, size_t count) {
         RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4 << 20));
         float* p = reinterpret_cast<float*>(d.data());
         const size_t out_count = kind == CollectiveKind::kAllGather ? 2 * count : count;
-        const ConstBuffer in = ConstBuffer::Of(p, count, Device::Cuda(GpuOfRank(rank)));
-        const Buffer out = Buffer::Of(p + (1 << 20) / 4, out_count, Device::Cuda(GpuOfRank(rank)));
+        const ConstBuffer in = ConstBuffer::Of(p, count, Device::Cuda(GpuOfLocalRank(rank)));
+        const Buffer out =
+            Buffer::Of(p + (1 << 20) / 4, out_count, Device::Cuda(GpuOfLocalRank(rank)));
         auto call = [&](CollectiveOptions opts) {
           return comm.Collective(kind, in, out, ReduceOp::kSum, 0, opts);
         };
@@ -983,7 +985,7 @@ TEST(CudaIpcTransportTest, CallsOnSeveralStreamsStayInOrder) {
       2, Factory(), DefaultEngine(),
       [&](Communicator& comm) -> absl::Status {
         const int rank = comm.rank();
-        const Device dev = Device::Cuda(GpuOfRank(rank));
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
         RELAY_ASSIGN_OR_RETURN(DeviceStream a, DeviceStream::Create());
         RELAY_ASSIGN_OR_RETURN(DeviceStream b, DeviceStream::Create());
         RELAY_ASSIGN_OR_RETURN(DeviceStream reader, DeviceStream::Create());
@@ -1078,7 +1080,7 @@ TEST(CudaIpcTransportTest, CallerStreamDestroyedAfterItsCall) {
   absl::Status s = RunRanks(
       2, Factory(), DefaultEngine(),
       [](Communicator& comm) -> absl::Status {
-        const Device dev = Device::Cuda(GpuOfRank(comm.rank()));
+        const Device dev = Device::Cuda(GpuOfLocalRank(comm.rank()));
         RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(4096));
         float* p = reinterpret_cast<float*>(d.data());
         Request first;
@@ -1119,7 +1121,7 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
       ranks, Factory(), DefaultEngine(),
       [&](Communicator& comm) -> absl::Status {
         const int rank = comm.rank();
-        const Device dev = Device::Cuda(GpuOfRank(rank));
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
         constexpr size_t kCount = 4096;
         RELAY_ASSIGN_OR_RETURN(DeviceBytes d, DeviceBytes::Allocate(2 * kCount * 4));
         float* first_data = reinterpret_cast<float*>(d.data());
@@ -1137,9 +1139,10 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
         {
           RELAY_ASSIGN_OR_RETURN(DeviceStream warm, DeviceStream::Create());
           opts.stream = warm.get();
-          RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(second_data, kCount, dev),
-                                                           Buffer::Of(second_data, kCount, dev),
-                                                           ReduceOp::kSum, opts));
+          RELAY_ASSIGN_OR_RETURN(
+              Request r, comm.AllReduce(ConstBuffer::Of(second_data, kCount, dev),
+                                        Buffer::Of(second_data, kCount, dev), ReduceOp::kSum,
+                                        opts));
           RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
           RELAY_ASSIGN_OR_RETURN(r, comm.Broadcast(ConstBuffer::Of(second_data, kCount, dev),
                                                    Buffer::Of(second_data, kCount, dev), 0, opts));
@@ -1231,7 +1234,7 @@ absl::Status CaptureAndReplay(StreamOrder order) {
       ranks, Factory(), DefaultEngine(),
       [&](Communicator& comm) -> absl::Status {
         const int rank = comm.rank();
-        const Device dev = Device::Cuda(GpuOfRank(rank));
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
         RELAY_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create());
         cudaStream_t st = static_cast<cudaStream_t>(stream.get());
         RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCalls * kCount * 4));
