@@ -227,6 +227,10 @@ class CudaStreamOps final : public StreamOps {
 
 bool DeviceStreamOpsAvailable() { return DeviceReduceAvailable(); }
 
+absl::Status LoadDeviceKernels() {
+  return Checked(device_kernels::LoadAll(), "loading the device reduction kernels");
+}
+
 std::shared_ptr<StreamOps> DeviceStreamOps() {
   static auto* ops = new std::shared_ptr<StreamOps>(
       std::make_shared<CudaStreamOps>());

@@ -15,6 +15,8 @@
 
 #include <memory>
 
+#include "absl/status/status.h"
+
 #include "collectives/stream_ops.h"
 
 namespace relay {
@@ -24,6 +26,13 @@ bool DeviceStreamOpsAvailable();
 
 // One shared instance (stateless).
 std::shared_ptr<StreamOps> DeviceStreamOps();
+
+// Loads the device reduction kernels onto the current device now, once per
+// process and device. A run loads them before it queues anything anyway;
+// this moves the wait to when a communicator is made: CUDA waits for the
+// GPU to go idle to load a kernel, so a job's first reduction would stall
+// behind its compute.
+absl::Status LoadDeviceKernels();
 
 }  // namespace relay
 

@@ -94,6 +94,16 @@ ScheduleEngine::ScheduleEngine(std::shared_ptr<StreamOps> host_stream_ops)
   host_stream_ops_ = std::move(host_stream_ops);
 }
 
+absl::Status ScheduleEngine::Prepare(const TransportCapabilities& caps) const {
+  // Not for loopback, which moves host memory too: loading would make a
+  // CUDA context for a job that may never touch a GPU.
+  if (!caps.device_memory || caps.host_memory || !caps.stream_ordered ||
+      !DeviceStreamOpsAvailable()) {
+    return absl::OkStatus();
+  }
+  return LoadDeviceKernels();
+}
+
 absl::Status ScheduleEngine::Supports(CollectiveKind kind,
                                       Algorithm algorithm) const {
   if (!config_error_.ok()) return config_error_;

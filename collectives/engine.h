@@ -61,6 +61,11 @@ class ScheduleEngine final : public CollectiveEngine {
   absl::Status Run(const std::shared_ptr<Transport>& transport,
                    const TransportCapabilities& caps,
                    const CollectiveArgs& args) const override;
+  // Over a transport that moves device memory only (nccl, cuda_ipc): loads
+  // the device reduction kernels that relay's algorithms use there
+  // (LoadDeviceKernels), so that a first reduction does not wait for the
+  // GPU to go idle.
+  absl::Status Prepare(const TransportCapabilities& caps) const override;
 
   // The algorithm `args` would run with on a group of `size`; a group of
   // one left to relay's choice on host memory copies instead (RunsAlone).

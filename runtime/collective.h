@@ -209,6 +209,13 @@ class CollectiveEngine {
   virtual absl::Status Run(const std::shared_ptr<Transport>& transport,
                            const TransportCapabilities& caps,
                            const CollectiveArgs& args) const;
+  // Called once a communicator's transport is connected, on the thread
+  // making it (the transport's GPU current): readies now what a first call
+  // would otherwise set up in its path. An error fails the communicator's
+  // creation. The default does nothing.
+  virtual absl::Status Prepare(const TransportCapabilities& /*caps*/) const {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace relay

@@ -157,6 +157,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   TransportConfig config{store, rank, size, options.default_timeout};
   RELAY_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport,
                          factory.Connect(config));
+  RELAY_RETURN_IF_ERROR(engine.Prepare(transport->capabilities()));
   return std::unique_ptr<Communicator>(
       new Communicator(factory, engine, std::move(store), std::move(transport),
                        rank, size, options));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -172,6 +173,79 @@ absl::Status CheckWindowFreedWhileRegistered(Communicator& comm, CollectiveKind 
   const absl::Status later_status = later.ok() ? later->Wait() : later.status();
   if (later_status.ok()) return absl::InternalError("a barrier after the abort succeeded");
   return absl::OkStatus();
+}
+
+absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int replays,
+                                      Algorithm algorithm) {
+  constexpr int kCalls = 100;
+  constexpr size_t kCount = 256;  // Floats per call.
+  const int rank = comm.rank();
+  const int ranks = comm.size();
+  RELAY_ASSIGN_OR_RETURN(const int gpu, CurrentDevice());
+  const Device dev = Device::Cuda(gpu);
+  RELAY_ASSIGN_OR_RETURN(DeviceStream before, DeviceStream::Create());
+  RELAY_ASSIGN_OR_RETURN(DeviceStream captured, DeviceStream::Create());
+  RELAY_ASSIGN_OR_RETURN(DeviceStream after, DeviceStream::Create());
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCalls * kCount * 4));
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(kCalls * kCount * 4));
+  const float* src = reinterpret_cast<const float*>(in.data());
+  float* dst = reinterpret_cast<float*>(out.data());
+  // Element i of round `round` (a replay; -1 before, `replays` after) on `r`.
+  const auto value = [](size_t i, int round, int r) {
+    return static_cast<float>((i * 7 + static_cast<size_t>(round + 1) * 13 + r * 101) % 1000);
+  };
+  std::vector<float> host(kCalls * kCount), got(kCalls * kCount);
+  const auto fill = [&](int round) {
+    for (size_t i = 0; i < host.size(); ++i) host[i] = value(i, round, rank);
+    return in.CopyFrom(host.data(), host.size() * 4);
+  };
+  const auto check = [&](int round, size_t elements) -> absl::Status {
+    RELAY_RETURN_IF_ERROR(out.CopyTo(got.data(), elements * 4));
+    for (size_t i = 0; i < elements; ++i) {
+      float want = 0;
+      for (int r = 0; r < ranks; ++r) want += value(i, round, r);
+      if (got[i] != want) {
+        return absl::InternalError(absl::StrCat("round ", round, " (of ", replays,
+                                                " replays) element ", i, ": ", got[i],
+                                                ", want ", want));
+      }
+    }
+    return absl::OkStatus();
+  };
+  CollectiveOptions opts;
+  opts.stream_order = order;
+  opts.algorithm = algorithm;
+  opts.timeout = absl::Seconds(60);
+  const auto eager = [&](const DeviceStream& stream, int round) -> absl::Status {
+    RELAY_RETURN_IF_ERROR(fill(round));
+    opts.stream = stream.get();
+    RELAY_ASSIGN_OR_RETURN(Request r, comm.AllReduce(ConstBuffer::Of(src, kCount, dev),
+                                                     Buffer::Of(dst, kCount, dev),
+                                                     ReduceOp::kSum, opts));
+    RELAY_RETURN_IF_ERROR(r.Wait(absl::Seconds(60)));
+    return check(round, kCount);
+  };
+  RELAY_RETURN_IF_ERROR(eager(before, -1));
+  opts.stream = captured.get();
+  RELAY_ASSIGN_OR_RETURN(DeviceGraph graph,
+                         DeviceGraph::Capture(captured.get(), [&]() -> absl::Status {
+                           for (int k = 0; k < kCalls; ++k) {
+                             RELAY_ASSIGN_OR_RETURN(
+                                 Request r, comm.AllReduce(
+                                                ConstBuffer::Of(src + k * kCount, kCount, dev),
+                                                Buffer::Of(dst + k * kCount, kCount, dev),
+                                                ReduceOp::kSum, opts));
+                             (void)r;
+                           }
+                           return absl::OkStatus();
+                         }));
+  for (int replay = 0; replay < replays; ++replay) {
+    RELAY_RETURN_IF_ERROR(fill(replay));  // Synchronous: done before the launch.
+    RELAY_RETURN_IF_ERROR(graph.Launch(captured.get()));
+    RELAY_RETURN_IF_ERROR(SynchronizeStream(captured.get()));
+    RELAY_RETURN_IF_ERROR(check(replay, kCalls * kCount));
+  }
+  return eager(after, replays);
 }
 
 }  // namespace relay

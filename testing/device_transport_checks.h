@@ -52,6 +52,17 @@ absl::Status CheckRejectsMemoryItCannotMove(Communicator& comm,
 // transport's watchdog completes it).
 absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm);
 
+// RunRanks body, ranks as threads or processes, each on its current GPU:
+// an eager all_reduce on a stream of its own; then 100 all_reduces with
+// `order` captured into a CUDA graph on a second stream, the graph
+// replayed `replays` times with new inputs copied in before each replay
+// and every result of every replay checked; then an eager all_reduce on a
+// third stream, checked (nothing captured may be waited on outside the
+// graph). Inputs differ by rank, call, element and replay. `algorithm`:
+// every call's (relay's own schedules run through the stream executor).
+absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int replays,
+                                      Algorithm algorithm = Algorithm::kAuto);
+
 // Body for a transport with windows (cuda_ipc), ranks as threads or
 // processes: every rank registers a 32 MiB window on its current GPU, rank
 // `freeing` frees the window's memory, and every rank runs `kind`

@@ -246,9 +246,10 @@ absl::Status EveryDtypeAndOp(
 // A process's first calls while the GPU is busy (a stream held by a host
 // function): they are queued at once and run once the GPU frees, with
 // right results. CUDA loads a kernel at its first launch and waits for the
-// GPU to go idle to do so; the transport loads its kernels when the
-// communicator is made (design note finding 37). First in this file, so
-// that no earlier test has loaded these kernels.
+// GPU to go idle to do so; the transport loads its kernels, and the engine
+// the reduction kernels of relay's own algorithms (a ring all_reduce
+// here), when the communicator is made (design note finding 37). First in
+// this file, so that no earlier test has loaded these kernels.
 TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
   if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
   const int ranks = std::min(Ranks(), 2);
@@ -261,6 +262,7 @@ TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
         RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * 8));
         RELAY_ASSIGN_OR_RETURN(DeviceBytes sum, DeviceBytes::Allocate(kCount * 8));
         RELAY_ASSIGN_OR_RETURN(DeviceBytes gathered, DeviceBytes::Allocate(kCount * 8 * n));
+        RELAY_ASSIGN_OR_RETURN(DeviceBytes ring, DeviceBytes::Allocate(kCount * 8));
         auto value = [](size_t i, int r) { return static_cast<double>((i * 7 + r * 101) % 1000); };
         std::vector<double> host(kCount);
         for (size_t i = 0; i < kCount; ++i) host[i] = value(i, rank);
@@ -285,26 +287,43 @@ TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
             comm.AllGather(ConstBuffer::Of(src, kCount, dev),
                            Buffer::Of(reinterpret_cast<double*>(gathered.data()), kCount * n, dev),
                            opts));
+        CollectiveOptions ring_opts = opts;
+        ring_opts.algorithm = Algorithm::kRing;
+        RELAY_ASSIGN_OR_RETURN(
+            Request ringed,
+            comm.AllReduce(ConstBuffer::Of(src, kCount, dev),
+                           Buffer::Of(reinterpret_cast<double*>(ring.data()), kCount, dev),
+                           ReduceOp::kMin, ring_opts));
         const double queued_s = SecondsSince(start);
         gate.Open();
         RELAY_RETURN_IF_ERROR(reduced.Wait(absl::Seconds(60)));
         RELAY_RETURN_IF_ERROR(all.Wait(absl::Seconds(60)));
+        RELAY_RETURN_IF_ERROR(ringed.Wait(absl::Seconds(60)));
         if (queued_s > 5) {
           return absl::InternalError(absl::StrCat(
               "the first calls waited ", queued_s, " s for the busy GPU (rank ", rank, ")"));
         }
-        std::vector<double> got_sum(kCount), got_all(kCount * n);
+        std::vector<double> got_sum(kCount), got_all(kCount * n), got_ring(kCount);
         RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got_sum.data(), sum.data(), kCount * 8,
                                                    cudaMemcpyDeviceToHost), "copy out"));
         RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got_all.data(), gathered.data(),
                                                    kCount * 8 * n, cudaMemcpyDeviceToHost),
                                         "copy out"));
+        RELAY_RETURN_IF_ERROR(CudaCheck(cudaMemcpy(got_ring.data(), ring.data(), kCount * 8,
+                                                   cudaMemcpyDeviceToHost), "copy out"));
         for (size_t i = 0; i < kCount; ++i) {
-          double want = value(i, 0);
-          for (int r = 1; r < n; ++r) want = std::max(want, value(i, r));
+          double want = value(i, 0), least = value(i, 0);
+          for (int r = 1; r < n; ++r) {
+            want = std::max(want, value(i, r));
+            least = std::min(least, value(i, r));
+          }
           if (got_sum[i] != want) {
             return absl::InternalError(absl::StrCat("all_reduce element ", i, ": ", got_sum[i],
                                                     ", want ", want));
+          }
+          if (got_ring[i] != least) {
+            return absl::InternalError(absl::StrCat("ring all_reduce element ", i, ": ",
+                                                    got_ring[i], ", want ", least));
           }
           for (int r = 0; r < n; ++r) {
             if (got_all[r * kCount + i] != value(i, r)) {
@@ -1220,86 +1239,36 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
             << reused.load() << " of " << ranks << " ranks\n";
 }
 
-// 100 all_reduces captured into a CUDA graph, replayed 1,000 times (20
-// where processes share a GPU) with new inputs before each replay; every
-// result of every replay is checked. On 2 ranks, or on 1 (one GPU without
-// a launcher: the host path and the capture are the same). `order`: a
-// captured call goes on the caller's stream either way.
+// CheckCapturedCallsReplay (testing/device_transport_checks.h): 1,000
+// replays (20 where processes share a GPU), on 2 ranks or on 1 (one GPU
+// without a launcher: the host path and the capture are the same).
+// `order`: a captured call goes on the caller's stream either way.
 absl::Status CaptureAndReplay(StreamOrder order) {
-  constexpr int kCalls = 100;
   const int replays = SharedGpu() ? 20 : 1000;
-  constexpr size_t kCount = 256;  // Floats per call.
-  const int ranks = std::min(Ranks(), 2);
   return RunRanks(
-      ranks, Factory(), DefaultEngine(),
-      [&](Communicator& comm) -> absl::Status {
-        const int rank = comm.rank();
-        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
-        RELAY_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create());
-        cudaStream_t st = static_cast<cudaStream_t>(stream.get());
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCalls * kCount * 4));
-        RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(kCalls * kCount * 4));
-        float* src = reinterpret_cast<float*>(in.data());
-        float* dst = reinterpret_cast<float*>(out.data());
-        CollectiveOptions opts;
-        opts.stream = st;
-        opts.stream_order = order;
-        // One call outside the graph first: connects nothing lazily, but
-        // checks the path the graph captures.
-        RELAY_ASSIGN_OR_RETURN(Request first, comm.AllReduce(ConstBuffer::Of(src, kCount, dev),
-                                                             Buffer::Of(dst, kCount, dev),
-                                                             ReduceOp::kSum, opts));
-        RELAY_RETURN_IF_ERROR(first.Wait(absl::Seconds(60)));
-        cudaGraph_t graph = nullptr;
-        RELAY_RETURN_IF_ERROR(CudaCheck(
-            cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), "BeginCapture"));
-        for (int k = 0; k < kCalls; ++k) {
-          absl::StatusOr<Request> r = comm.AllReduce(
-              ConstBuffer::Of(src + k * kCount, kCount, dev),
-              Buffer::Of(dst + k * kCount, kCount, dev), ReduceOp::kSum, opts);
-          if (!r.ok()) {
-            cudaStreamEndCapture(st, &graph);
-            return r.status();
-          }
-        }
-        RELAY_RETURN_IF_ERROR(CudaCheck(cudaStreamEndCapture(st, &graph), "EndCapture"));
-        cudaGraphExec_t exec = nullptr;
-        RELAY_RETURN_IF_ERROR(CudaCheck(cudaGraphInstantiate(&exec, graph, 0), "Instantiate"));
-        std::vector<float> host(kCalls * kCount), got(kCalls * kCount);
-        absl::Status result = absl::OkStatus();
-        for (int replay = 0; replay < replays && result.ok(); ++replay) {
-          for (size_t i = 0; i < host.size(); ++i) {
-            host[i] = static_cast<float>((i * 7 + replay * 13 + rank * 101) % 1000);
-          }
-          result = CudaCheck(cudaMemcpyAsync(src, host.data(), host.size() * 4,
-                                             cudaMemcpyHostToDevice, st), "copy in");
-          if (result.ok()) result = CudaCheck(cudaGraphLaunch(exec, st), "cudaGraphLaunch");
-          if (result.ok()) {
-            result = CudaCheck(cudaMemcpyAsync(got.data(), dst, got.size() * 4,
-                                               cudaMemcpyDeviceToHost, st), "copy out");
-          }
-          if (result.ok()) result = CudaCheck(cudaStreamSynchronize(st), "synchronize");
-          for (size_t i = 0; result.ok() && i < got.size(); ++i) {
-            float want = 0;
-            for (int r = 0; r < ranks; ++r) {
-              want += static_cast<float>((i * 7 + replay * 13 + r * 101) % 1000);
-            }
-            if (got[i] != want) {
-              result = absl::InternalError(absl::StrCat("replay ", replay, " element ", i,
-                                                        ": ", got[i], ", want ", want));
-            }
-          }
-        }
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        return result;
-      },
-      {}, OneGpuPerRank());
+      std::min(Ranks(), 2), Factory(), DefaultEngine(),
+      [&](Communicator& comm) { return CheckCapturedCallsReplay(comm, order, replays); }, {},
+      OneGpuPerRank());
 }
 
 TEST(CudaIpcTransportTest, CapturedInAGraphAndReplayed) {
   if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
   const absl::Status s = CaptureAndReplay(StreamOrder::kOnStream);
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// relay's own ring over the transport's point-to-point, captured: its
+// steps fork the caller's stream into the stream executor's lanes and join
+// it again.
+TEST(CudaIpcTransportTest, RelayRingCapturedInAGraphAndReplayed) {
+  if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
+  const absl::Status s = RunRanks(
+      std::min(Ranks(), 2), Factory(), DefaultEngine(),
+      [&](Communicator& comm) {
+        return CheckCapturedCallsReplay(comm, StreamOrder::kOnStream, SharedGpu() ? 5 : 100,
+                                        Algorithm::kRing);
+      },
+      {}, OneGpuPerRank());
   EXPECT_TRUE(s.ok()) << s;
 }
 

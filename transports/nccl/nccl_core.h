@@ -63,19 +63,18 @@ struct Core final : DeviceWatchOwner {
   // enqueue_mu. One is enough: a stream waiting on an event captures its
   // state at cudaStreamWaitEvent, so it may be recorded again at once.
   cudaEvent_t ready = nullptr;
-  // The stream and completion event of the operation queued last; guarded
-  // by enqueue_mu. An operation queued on another stream (a caller's, with
-  // StreamOrder::kOnStream) first waits for it, so this transport's NCCL
-  // work runs one operation at a time in posting order, as NCCL requires
-  // of one communicator and advises across communicators on one GPU
-  // (kernels of two that run at once may not both progress). The event
-  // may have gone back to the pool with its request: a wait captures its
-  // last record, which only a later Launch, under the same lock, changes.
-  // Streams are told apart by handle and, where handles match, by
-  // cudaStreamGetId: CUDA hands a destroyed stream's handle out again
-  // while its work still runs (seen on an H200, cuda_ipc_transport_test),
-  // and an id is never reused. 0: no id (a stream being captured).
-  cudaStream_t last_stream = nullptr;
+  // The stream id and completion event of the operation queued last;
+  // guarded by enqueue_mu. An operation queued on another stream (a
+  // caller's, with StreamOrder::kOnStream) first waits for it, so this
+  // transport's NCCL work runs one operation at a time in posting order, as
+  // NCCL requires of one communicator and advises across communicators on
+  // one GPU (kernels of two that run at once may not both progress). The
+  // event may have gone back to the pool with its request: a wait captures
+  // its last record, which only a later Launch, under the same lock,
+  // changes. Streams are told apart by cudaStreamGetId, not by handle: CUDA
+  // hands a destroyed stream's handle out again while its work still runs
+  // (seen on an H200, cuda_ipc_transport_test), and an id is never reused.
+  // Calls captured into a graph change neither (LaunchCaptured).
   unsigned long long last_stream_id = 0;
   cudaEvent_t last_done = nullptr;
   CheckedPointers checked_pointers;

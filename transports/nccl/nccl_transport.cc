@@ -116,6 +116,14 @@ class NcclTransport final : public Transport {
                                  absl::Time deadline,
                                  const char* what, uint64_t sequence,
                                  Enqueue&& enqueue);
+  // On a stream being captured: `enqueue(caller)` goes into the graph, on
+  // the caller's stream whatever the order (forking the transport's stream
+  // into the capture would leave it unjoined), with no event and no wait
+  // on the previous operation (neither may cross a capture's edge). The
+  // graph's replays are ordered by the stream they are launched on, and
+  // the request is complete on the device (nothing for the host to watch).
+  template <typename Enqueue>
+  absl::StatusOr<Request> LaunchCaptured(cudaStream_t caller, Enqueue&& enqueue);
   absl::Status EnqueueCollective(const CollectiveArgs& args,
                                  cudaStream_t stream);
   // A batch's sends and receives, in one NCCL group on `stream`
@@ -141,6 +149,12 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
   // Events and stream belong to the communicator's GPU; the calling thread
   // may have another one current.
   device_runtime::ScopedDevice on_device(c.device);
+  cudaStream_t caller = user_stream == nullptr ? cudaStreamLegacy
+                                               : static_cast<cudaStream_t>(user_stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RELAY_RETURN_IF_ERROR(
+      CudaStatus(cudaStreamIsCapturing(caller, &capture), "cudaStreamIsCapturing"));
+  if (capture != cudaStreamCaptureStatusNone) return LaunchCaptured(caller, enqueue);
   cudaEvent_t done = nullptr;
   absl::Status queued;
   absl::Status aborted;  // The abort's reason, once aborted.
@@ -162,12 +176,9 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       // for communication: no overlap, and a host copy from pageable memory
       // (which waits for the legacy stream) blocked while a receive waited
       // for its peer (seen in torch, whose default stream is the legacy one).
-      cudaStream_t caller = user_stream == nullptr
-                                ? cudaStreamLegacy
-                                : static_cast<cudaStream_t>(user_stream);
       // Always an event and a wait, even when the caller's stream has
-      // nothing left to run: asking first (cudaStreamIsCapturing and
-      // cudaStreamQuery) costs more than the event (docs/design/tuning-history.md).
+      // nothing left to run: asking first (cudaStreamQuery) costs more than
+      // the event (docs/design/tuning-history.md).
       // StreamOrder::kOnStream: on the caller's stream itself, as bare NCCL
       // is called; it still runs after this transport's previous operation
       // (Core::last_done, below).
@@ -180,20 +191,13 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                               "cudaStreamWaitEvent");
         }
       }
-      // Another stream than the last operation's: a handle of its own, or
-      // the same handle with another id (Core::last_stream_id). A stream
-      // being captured has no id to give, and only the capture orders it.
-      bool other_stream = stream != c.last_stream;
-      unsigned long long stream_id = stream == c.stream ? c.stream_id : 0;
+      // Another stream than the last operation's, told apart by id
+      // (Core::last_stream_id).
+      unsigned long long stream_id = c.stream_id;
       if (queued.ok() && stream != c.stream) {
-        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        queued = CudaStatus(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-        if (queued.ok() && capture == cudaStreamCaptureStatusNone) {
-          queued = CudaStatus(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
-          other_stream = other_stream || stream_id != c.last_stream_id;
-        }
+        queued = CudaStatus(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
       }
-      if (queued.ok() && c.last_done != nullptr && other_stream) {
+      if (queued.ok() && c.last_done != nullptr && stream_id != c.last_stream_id) {
         queued = CudaStatus(cudaStreamWaitEvent(stream, c.last_done, 0),
                             "cudaStreamWaitEvent (the previous operation)");
       }
@@ -202,7 +206,6 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
       if (queued.ok()) {
-        c.last_stream = stream;
         c.last_stream_id = stream_id;
         c.last_done = done;
       }
@@ -217,6 +220,15 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       std::shared_ptr<DeviceWatch>(core_, &c.watch), done, deadline, what, sequence);
   c.watch.Watch(request);
   return Request(std::move(request));
+}
+
+template <typename Enqueue>
+absl::StatusOr<Request> NcclTransport::LaunchCaptured(cudaStream_t caller, Enqueue&& enqueue) {
+  Core& c = *core_;
+  std::lock_guard<std::timed_mutex> lock(c.enqueue_mu);
+  if (c.aborted.load(std::memory_order_acquire)) return Request::Completed(c.AbortReason());
+  RELAY_RETURN_IF_ERROR(enqueue(caller));
+  return Request::CompletedOnDevice();
 }
 
 absl::StatusOr<Request> NcclTransport::PostBatch(absl::Span<const P2POp> ops,

@@ -348,6 +348,37 @@ TEST(NcclTransportTest, DevicePathContractsHold) {
 }
 
 // OnDone runs without anyone waiting: the watchdog completes requests.
+// Native collectives captured into a CUDA graph and replayed, on the
+// caller's stream and after it (where a fork of the transport's stream
+// into the capture would be refused as unjoined at its end), between
+// eager calls on other streams (which must not wait on a captured event).
+TEST(NcclTransportTest, CapturedInAGraphAndReplayed) {
+  const int n = std::min(Gpus(), 2);
+  if (n < 1) GTEST_SKIP() << "no GPU visible";
+  for (StreamOrder order : {StreamOrder::kOnStream, StreamOrder::kAfterStream}) {
+    absl::Status s = RunRanks(
+        n, Factory(), DefaultEngine(),
+        [&](Communicator& comm) { return CheckCapturedCallsReplay(comm, order, 1000); }, {},
+        OneGpuPerRank());
+    EXPECT_TRUE(s.ok()) << (order == StreamOrder::kOnStream ? "on the stream: " : "after it: ")
+                        << s;
+  }
+}
+
+// relay's own ring over NCCL's point-to-point, captured: its steps fork the
+// caller's stream into the stream executor's lanes and join it again.
+TEST(NcclTransportTest, RelayRingCapturedInAGraphAndReplayed) {
+  const int n = std::min(Gpus(), 2);
+  if (n < 1) GTEST_SKIP() << "no GPU visible";
+  absl::Status s = RunRanks(
+      n, Factory(), DefaultEngine(),
+      [&](Communicator& comm) {
+        return CheckCapturedCallsReplay(comm, StreamOrder::kOnStream, 100, Algorithm::kRing);
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST(NcclTransportTest, OnDoneRunsWithoutAWaiter) {
   if (Gpus() < 1) GTEST_SKIP() << "no GPU visible";
   absl::Status s = RunRanks(1, Factory(), DefaultEngine(), CheckOnDoneRunsWithoutAWaiter, {},
