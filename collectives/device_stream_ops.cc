@@ -227,6 +227,12 @@ class CudaStreamOps final : public StreamOps {
 
 bool DeviceStreamOpsAvailable() { return DeviceReduceAvailable(); }
 
+bool StreamIsCapturing(void* stream) {
+  bool capturing = false;
+  rt::StreamIsCapturing(stream, &capturing);
+  return capturing;
+}
+
 absl::Status LoadDeviceKernels() {
   return Checked(device_kernels::LoadAll(), "loading the device reduction kernels");
 }

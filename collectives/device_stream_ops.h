@@ -34,6 +34,10 @@ std::shared_ptr<StreamOps> DeviceStreamOps();
 // behind its compute.
 absl::Status LoadDeviceKernels();
 
+// True if work queued on `stream` (null: the legacy default stream) now
+// goes into a CUDA graph being captured; false without CUDA.
+bool StreamIsCapturing(void* stream);
+
 }  // namespace relay
 
 #endif  // RELAY_COLLECTIVES_DEVICE_STREAM_OPS_H_

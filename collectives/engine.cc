@@ -375,6 +375,16 @@ absl::StatusOr<Request> ScheduleEngine::StartResolved(
           CollectiveName(args.kind), ": device buffers, but this build has "
           "no CUDA or no GPU is visible"));
     }
+    // The stream executor forks the caller's stream into lanes of its own,
+    // allocates on them and tracks them from the host: tried on a GPU, a
+    // capture of it failed (cudaErrorStreamCaptureInvalidated) and left
+    // its streams unusable for later calls.
+    if (StreamIsCapturing(args.stream)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CollectiveName(args.kind), ": relay's algorithm '", AlgorithmName(algorithm),
+          "' cannot be captured into a CUDA graph; capture the transport's own "
+          "(algorithm auto or native)"));
+    }
   }
   if (algorithm == Algorithm::kDirect) {
     return StartDirect(*transport, args, count);

@@ -79,6 +79,18 @@ int QueryEvent(void* event) {
   return cudaEventQuery(static_cast<cudaEvent_t>(event));
 }
 
+int StreamIsCapturing(void* stream, bool* capturing) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
+  *capturing = e == cudaSuccess && status != cudaStreamCaptureStatusNone;
+  return e;
+}
+
+int IgnoreOtherThreadsCaptures() {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+  return cudaThreadExchangeStreamCaptureMode(&mode);
+}
+
 int StreamWaitValue(void* stream, void* device_word, uint32_t value) {
   // The driver's call, found once through the runtime (relay does not link
   // libcuda itself).

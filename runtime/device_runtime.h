@@ -66,6 +66,15 @@ int StreamWaitEvent(void* stream, void* event);
 // 0 once the work before the event's record has finished; 600
 // (cudaErrorNotReady) while it has not.
 int QueryEvent(void* event);
+// Lets the calling thread make calls that a capture in global mode on
+// another thread forbids (cudaEventQuery among them), by setting the
+// thread's capture mode to thread-local: for a thread that watches work
+// queued by others (DeviceWatch's watchdog), whose queries would otherwise
+// invalidate a user's capture and fail.
+int IgnoreOtherThreadsCaptures();
+// Whether work queued on `stream` (null: the legacy default stream) now
+// goes into a CUDA graph being captured.
+int StreamIsCapturing(void* stream, bool* capturing);
 // Makes `stream` wait, on the GPU, until the 32-bit word at `device_word`
 // (device memory, or host memory mapped into the device) reaches `value`,
 // wrapping: (int32_t)(word - value) >= 0 (cuStreamWaitValue32, GEQ).

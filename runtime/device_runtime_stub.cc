@@ -26,6 +26,11 @@ int DestroyEvent(void*) { return kNoCuda; }
 int RecordEvent(void*, void*) { return kNoCuda; }
 int StreamWaitEvent(void*, void*) { return kNoCuda; }
 int QueryEvent(void*) { return kNoCuda; }
+int IgnoreOtherThreadsCaptures() { return kNoCuda; }
+int StreamIsCapturing(void*, bool* capturing) {
+  *capturing = false;
+  return kNoCuda;
+}
 int StreamWaitValue(void*, void*, uint32_t) { return kNoCuda; }
 int SynchronizeEvent(void*) { return kNoCuda; }
 int AllocateAsync(void**, size_t, void*) { return kNoCuda; }

@@ -48,6 +48,10 @@ DeviceWatch::~DeviceWatch() {
 void DeviceWatch::Start(const char* thread_name) {
   thread_ = std::thread([this, thread_name] {
     NameThisThread(thread_name);
+    // Its event queries must not invalidate a capture that a user's thread
+    // began in CUDA's default (global) mode. Without CUDA there are no
+    // events to query, so the stub's error changes nothing.
+    device_runtime::IgnoreOtherThreadsCaptures();
     Loop();
   });
 }

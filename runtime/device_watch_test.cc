@@ -239,6 +239,31 @@ TEST_F(DeviceWatchTest, StreamWaitOrdersAnotherStream) {
   cudaStreamDestroy(other);
 }
 
+// A capture another thread begins in CUDA's default mode (global) forbids
+// cudaEventQuery on every thread in that mode, and a forbidden call
+// invalidates the capture. The watchdog queries a held request's event
+// all through this capture, which must still end well, with the request
+// pending and the owner not aborted (PyTorch's NCCL watchdog crashed
+// users' captures this way: pytorch/pytorch#104555).
+TEST_F(DeviceWatchTest, AGlobalCaptureOnAnotherThreadStillEnds) {
+  Hold();
+  auto r = Post("held", absl::Seconds(30));
+  cudaStream_t capturing = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&capturing, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(capturing, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(a_, 1, 64, capturing), cudaSuccess);
+  absl::SleepFor(absl::Milliseconds(50));  // The watchdog looks every 1 ms at most.
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(capturing, &graph), cudaSuccess);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  EXPECT_FALSE(r->done()) << r->status();
+  EXPECT_FALSE(owner_->Aborted()) << owner_->AbortReason();
+  release_.Notify();
+  ASSERT_TRUE(DoneWithin(*r, absl::Seconds(5)));
+  EXPECT_TRUE(r->status().ok()) << r->status();
+  cudaStreamDestroy(capturing);
+}
+
 // Requests done by a completion count (CompletionCount) need no GPU: the
 // word here is plain host memory that the test raises, as a kernel's last
 // block would.

@@ -175,8 +175,7 @@ absl::Status CheckWindowFreedWhileRegistered(Communicator& comm, CollectiveKind 
   return absl::OkStatus();
 }
 
-absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int replays,
-                                      Algorithm algorithm) {
+absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int replays) {
   constexpr int kCalls = 100;
   constexpr size_t kCount = 256;  // Floats per call.
   const int rank = comm.rank();
@@ -214,7 +213,6 @@ absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int
   };
   CollectiveOptions opts;
   opts.stream_order = order;
-  opts.algorithm = algorithm;
   opts.timeout = absl::Seconds(60);
   const auto eager = [&](const DeviceStream& stream, int round) -> absl::Status {
     RELAY_RETURN_IF_ERROR(fill(round));
@@ -246,6 +244,54 @@ absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int
     RELAY_RETURN_IF_ERROR(check(replay, kCalls * kCount));
   }
   return eager(after, replays);
+}
+
+absl::Status CheckRelayAlgorithmRefusedInCapture(Communicator& comm) {
+  constexpr size_t kCount = 4096;
+  const int rank = comm.rank();
+  RELAY_ASSIGN_OR_RETURN(const int gpu, CurrentDevice());
+  const Device dev = Device::Cuda(gpu);
+  RELAY_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create());
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(kCount * 4));
+  RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(kCount * 4));
+  const ConstBuffer send = ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), kCount, dev);
+  const Buffer recv = Buffer::Of(reinterpret_cast<float*>(out.data()), kCount, dev);
+  CollectiveOptions opts;
+  opts.stream = stream.get();
+  opts.stream_order = StreamOrder::kOnStream;
+  // One eager call first: NCCL connects its peers at a communicator's first
+  // collective, which a capture forbids ("failed to peer with device").
+  RELAY_ASSIGN_OR_RETURN(Request warm, comm.AllReduce(send, recv, ReduceOp::kSum, opts));
+  RELAY_RETURN_IF_ERROR(warm.Wait(absl::Seconds(60)));
+  absl::Status ring;
+  RELAY_ASSIGN_OR_RETURN(DeviceGraph graph,
+                         DeviceGraph::Capture(stream.get(), [&]() -> absl::Status {
+                           CollectiveOptions ring_opts = opts;
+                           ring_opts.algorithm = Algorithm::kRing;
+                           ring = comm.AllReduce(send, recv, ReduceOp::kSum, ring_opts).status();
+                           return comm.AllReduce(send, recv, ReduceOp::kSum, opts).status();
+                         }));
+  if (!absl::IsInvalidArgument(ring) || !absl::StrContains(ring.message(), "cannot be captured")) {
+    return absl::InternalError(absl::StrCat(
+        "relay's ring in a capture: want InvalidArgument saying \"cannot be captured\", got ",
+        ring.ToString()));
+  }
+  std::vector<float> host(kCount), got(kCount);
+  const auto value = [](size_t i, int r) { return static_cast<float>((i * 7 + r * 101) % 1000); };
+  for (size_t i = 0; i < kCount; ++i) host[i] = value(i, rank);
+  RELAY_RETURN_IF_ERROR(in.CopyFrom(host.data(), kCount * 4));
+  RELAY_RETURN_IF_ERROR(graph.Launch(stream.get()));
+  RELAY_RETURN_IF_ERROR(SynchronizeStream(stream.get()));
+  RELAY_RETURN_IF_ERROR(out.CopyTo(got.data(), kCount * 4));
+  for (size_t i = 0; i < kCount; ++i) {
+    float want = 0;
+    for (int r = 0; r < comm.size(); ++r) want += value(i, r);
+    if (got[i] != want) {
+      return absl::InternalError(absl::StrCat("the all_reduce captured after the refusal: element ",
+                                              i, " is ", got[i], ", want ", want));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace relay

@@ -58,10 +58,15 @@ absl::Status CheckOnDoneRunsWithoutAWaiter(Communicator& comm);
 // replayed `replays` times with new inputs copied in before each replay
 // and every result of every replay checked; then an eager all_reduce on a
 // third stream, checked (nothing captured may be waited on outside the
-// graph). Inputs differ by rank, call, element and replay. `algorithm`:
-// every call's (relay's own schedules run through the stream executor).
-absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int replays,
-                                      Algorithm algorithm = Algorithm::kAuto);
+// graph). Inputs differ by rank, call, element and replay.
+absl::Status CheckCapturedCallsReplay(Communicator& comm, StreamOrder order, int replays);
+
+// RunRanks body: after an eager all_reduce (NCCL connects its peers at the
+// first, which a capture forbids), relay's own ring all_reduce called on a
+// stream being captured is InvalidArgument saying it "cannot be captured", and the
+// capture goes on: the transport's all_reduce captured after it replays
+// with right results.
+absl::Status CheckRelayAlgorithmRefusedInCapture(Communicator& comm);
 
 // Body for a transport with windows (cuda_ipc), ranks as threads or
 // processes: every rank registers a 32 MiB window on its current GPU, rank
