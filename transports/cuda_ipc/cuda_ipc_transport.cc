@@ -59,6 +59,12 @@ constexpr uint64_t kDefaultLowLatencyBytesMoreRanks = 64ull << 10;
 // 64 MB (0.91-0.95x NCCL's busbw at 256 MB - 2 GB, against 0.88-0.92x).
 constexpr uint64_t kDefaultArenaBytesMoreRanks = 1024ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
+// Calls of this many bytes and more launch their kernels as programmatic
+// dependents instead of relaunching graphs: on 2 H200s that took 0.79x
+// the time of an eager 8 - 32 KB all_reduce on the caller's stream (0.89x
+// after it), and 0.96-1.20x up to 2 KB, where the launch's host time shows
+// (design note finding 42).
+constexpr uint64_t kDefaultGraphLaunchBytes = 8ull << 10;
 // all_gather and all_reduce store straight into peers' windows from this
 // many bytes a call. all_gather's two barriers (the peers must have started
 // before their outputs are written) cost 2 us a call on 2 H200s, and the
@@ -100,6 +106,7 @@ struct Core final : DeviceWatchOwner {
   uint64_t low_latency_bytes = 0;  // RELAY_CUDA_IPC_LOW_LATENCY_BYTES.
   uint64_t lines_bytes = 0;        // RELAY_CUDA_IPC_LINES_BYTES.
   uint64_t two_shot_words_bytes = 0;  // RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES.
+  uint64_t graph_launch_bytes = 0;    // RELAY_CUDA_IPC_GRAPH_LAUNCH_BYTES.
   void* arena = nullptr;
   void* arenas[kMaxRanks] = {};  // Every rank's, as this process sees it.
   std::vector<void*> opened;     // cudaIpcOpenMemHandle's.
@@ -280,12 +287,13 @@ class CudaIpcTransport final : public Transport {
  private:
   // Queues `enqueue(stream, via)` (kernels on `stream`: the transport's, or
   // with kOnStream `user_stream` itself; through `via`, the graph launcher,
-  // unless the stream is being captured or RELAY_CUDA_IPC_LAUNCH says
-  // kernel) after the work on `user_stream` and this transport's previous
-  // operation, and returns its request.
+  // unless the stream is being captured, RELAY_CUDA_IPC_LAUNCH says kernel
+  // or the call moves `bytes` >= RELAY_CUDA_IPC_GRAPH_LAUNCH_BYTES) after
+  // the work on `user_stream` and this transport's previous operation,
+  // and returns its request.
   template <typename Enqueue>
   absl::StatusOr<Request> Launch(void* user_stream, StreamOrder order, absl::Time deadline,
-                                 const char* what, Enqueue&& enqueue);
+                                 const char* what, size_t bytes, Enqueue&& enqueue);
   absl::Status EnqueueAllReduce(const void* in, void* out, size_t count,
                                 DataType dtype, ReduceOp op, absl::Time deadline,
                                 cudaStream_t stream, cuda_ipc::KernelLauncher* via);
@@ -526,7 +534,7 @@ absl::Status CudaIpcTransport::EnqueueExchange(const CollectiveArgs& args,
 template <typename Enqueue>
 absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder order,
                                                  absl::Time deadline, const char* what,
-                                                 Enqueue&& enqueue) {
+                                                 size_t bytes, Enqueue&& enqueue) {
   Core& c = *core_;
   device_runtime::ScopedDevice on_device(c.device);
   cudaStream_t caller = user_stream == nullptr ? cudaStreamLegacy
@@ -548,7 +556,11 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
     if (c.aborted.load(std::memory_order_acquire)) {
       return Request::Completed(c.AbortReason());
     }
-    cuda_ipc::KernelLauncher* via = capturing ? nullptr : c.launcher.get();
+    // Larger calls launch their kernels as programmatic dependents of the
+    // call before, whose end they then overlap; separate graph launches
+    // cannot (design note finding 42).
+    cuda_ipc::KernelLauncher* via =
+        capturing || bytes >= c.graph_launch_bytes ? nullptr : c.launcher.get();
     if (!capturing) {
       if (stream != caller) {
         queued = Cuda(cudaEventRecord(c.ready, caller), "cudaEventRecord (caller's stream)");
@@ -620,6 +632,7 @@ absl::StatusOr<Request> CudaIpcTransport::Collective(const CollectiveArgs& args)
   }
   return Launch(args.stream, args.stream_order, args.deadline,
                 CollectiveName(args.kind).data(),  // NUL-terminated.
+                std::max(args.send.bytes(), args.recv.bytes()),
                 [&](cudaStream_t stream, cuda_ipc::KernelLauncher* via) -> absl::Status {
                   switch (args.kind) {
                     case CollectiveKind::kBarrier:
@@ -663,7 +676,9 @@ absl::StatusOr<Request> CudaIpcTransport::PostBatch(absl::Span<const P2POp> ops,
   }
   const char* what = ops.size() == 1 ? (ops[0].kind == P2POp::Kind::kSend ? "send" : "recv")
                                      : "batched send/recv";
-  return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what,
+  size_t bytes = 0;
+  for (const P2POp& op : ops) bytes = std::max(bytes, op.data.bytes());
+  return Launch(cuda_stream, StreamOrder::kAfterStream, deadline, what, bytes,
                 [&](cudaStream_t stream, cuda_ipc::KernelLauncher* via) {
                   return Cuda(static_cast<cudaError_t>(cuda_ipc::LaunchP2P(l, stream, via)),
                               "send/recv kernel launch");
@@ -748,6 +763,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_ASSIGN_OR_RETURN(const uint64_t two_shot_words_bytes,
                          ReadCount("RELAY_CUDA_IPC_TWO_SHOT_WORDS_BYTES", 0));
   RELAY_ASSIGN_OR_RETURN(const std::string launch, ReadChoice("RELAY_CUDA_IPC_LAUNCH", "graph"));
+  RELAY_ASSIGN_OR_RETURN(const uint64_t graph_launch_bytes,
+                         ReadCount("RELAY_CUDA_IPC_GRAPH_LAUNCH_BYTES", kDefaultGraphLaunchBytes));
   RELAY_ASSIGN_OR_RETURN(const bool shared_gpu, ReadSwitch("RELAY_CUDA_IPC_SHARED_GPU", false));
   auto core = std::make_shared<Core>();
   Core& c = *core;
@@ -766,6 +783,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   c.lines_bytes = std::min<uint64_t>(lines_bytes, cuda_ipc::ArenaLayout::LinesBytes(c.size));
   c.two_shot_words_bytes = std::min<uint64_t>(
       two_shot_words_bytes, cuda_ipc::ArenaLayout::LowLatencyTwoShotBytes(c.size));
+  c.graph_launch_bytes = graph_launch_bytes;
   RELAY_RETURN_IF_ERROR(Cuda(cudaGetDevice(&c.device), "cudaGetDevice"));
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
