@@ -20,6 +20,9 @@
 #   bench/gpu/stage.sh gpu_run nccl_transport_test collectives \
 #     nccl_collectives gpu_env.sh compare_nccl.sh
 #   (then run with carry ["gpu_run"]; keep gpu_run/ in .git/info/exclude)
+# A lease brings back at most 8 files from $OUT (2 folders deep): pack a
+# run's outputs into a few archives before its command ends, or the rest
+# is left behind.
 set -euo pipefail
 from=gpu_bin
 xz=0
