@@ -33,7 +33,9 @@
 # under other settings, eager and replayed from a graph (variants
 # cuda_ipc-NAME and cuda_ipc-graph-NAME), e.g.
 # "flags:RELAY_CUDA_IPC_LOW_LATENCY_BYTES=0". MIN_SIZE (default 8) is the
-# sweep's first size. COPY=1 (the default, with 2 or more GPUs) adds the
+# sweep's first size; ITERS (default 20, as nccl-tests) the timed calls a
+# size: a short loop's time includes filling and draining the GPU's queue,
+# so 200 or more tell a call's throughput (design note finding 42). COPY=1 (the default, with 2 or more GPUs) adds the
 # GPU-to-GPU copy ceiling to every collective (variant copy, peer_copy: each
 # GPU copies S bytes into the next one's memory by the copy engines, all at
 # once; busbw = S / time), and each variant's fraction of it goes to
@@ -49,7 +51,7 @@ mkdir -p "$out"
 # shellcheck source=bench/gpu/gpu_env.sh
 source "$here/gpu_env.sh"
 gpus=$(gpu_count)
-sweep=(-b "${MIN_SIZE:-8}" -e "$max" -f 2 -n 20 -w 5)
+sweep=(-b "${MIN_SIZE:-8}" -e "$max" -f 2 -n "${ITERS:-20}" -w 5)
 {
   gpu_header "$gpus"
   echo "# NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE; sweep ${sweep[*]}; rounds $rounds (round 1 checked)"
