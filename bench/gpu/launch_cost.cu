@@ -36,6 +36,18 @@ __global__ void Spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
 }
+// A call as cuda_ipc's kernels make it: waits for the kernel before it
+// (griddepcontrol.wait: its end and its memory), lets the next launch,
+// then works for about `ns` nanoseconds.
+__global__ void Dependent(unsigned long long ns) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
 __global__ void WithParams(Params p) {
   if (p.words[0] == 1 && threadIdx.x == 0 && blockIdx.x == 0) p.words[1] = 0;
 }
@@ -296,6 +308,134 @@ int LaunchCostMain() {
                 l[1].host_us, l[2].host_us, l[0].all_us, l[1].all_us, l[2].all_us);
     polling.store(false);
     polling_own.store(false);
+  }
+  // Does a launch overlap the end of the kernel before it? Each call is
+  // Dependent(2 us), queued behind a busy stream: the GPU's time a call
+  // beyond the 2 us is what it spends between two calls. A direct launch
+  // may carry the programmatic-serialization attribute (cuda_ipc's launch
+  // from RELAY_CUDA_IPC_GRAPH_LAUNCH_BYTES); CUDA documents it for
+  // launches only, so the graph rows ask whether a graph's kernel node
+  // keeps it (captured from such a launch, or set as the node's
+  // attribute) across separate cudaGraphLaunch calls.
+  {
+    constexpr unsigned long long kWorkNs = 2000;
+    unsigned long long work = kWorkNs;
+    void* dep_args[] = {&work};
+    cudaLaunchAttribute pdl{};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    auto launch_dependent = [&](cudaStream_t on, bool programmatic) {
+      cudaLaunchConfig_t config{};
+      config.gridDim = dim3(1);
+      config.blockDim = dim3(512);
+      config.stream = on;
+      config.attrs = programmatic ? &pdl : nullptr;
+      config.numAttrs = programmatic ? 1 : 0;
+      return cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(&Dependent), dep_args);
+    };
+    auto capture_one = [&](bool programmatic) {
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      cudaStreamBeginCapture(other, cudaStreamCaptureModeThreadLocal);
+      const cudaError_t launched = launch_dependent(other, programmatic);
+      cudaStreamEndCapture(other, &g);
+      if (launched != cudaSuccess || cudaGraphInstantiate(&exec, g, 0) != cudaSuccess) {
+        std::printf("| (capture with programmatic=%d failed: %s) | |\n", programmatic,
+                    cudaGetErrorString(launched));
+        cudaGetLastError();
+      }
+      cudaGraphDestroy(g);
+      return exec;
+    };
+    // A node added by cudaGraphAddKernelNode (as cuda_ipc's GraphLauncher
+    // builds them), then given the attribute.
+    cudaKernelNodeParams dep_node{};
+    dep_node.func = reinterpret_cast<void*>(&Dependent);
+    dep_node.gridDim = dim3(1);
+    dep_node.blockDim = dim3(512);
+    dep_node.kernelParams = dep_args;
+    cudaGraph_t added_g = nullptr;
+    cudaGraphNode_t added_n = nullptr;
+    cudaGraphCreate(&added_g, 0);
+    cudaGraphAddKernelNode(&added_n, added_g, nullptr, 0, &dep_node);
+    cudaKernelNodeAttrValue attr_value{};
+    attr_value.programmaticStreamSerializationAllowed = 1;
+    const cudaError_t set_attr = cudaGraphKernelNodeSetAttribute(
+        added_n, cudaLaunchAttributeProgrammaticStreamSerialization, &attr_value);
+    cudaGetLastError();
+    cudaGraphExec_t attr_exec = nullptr;
+    const cudaError_t attr_inst = cudaGraphInstantiate(&attr_exec, added_g, 0);
+    cudaGetLastError();
+    cudaGraphExec_t plain_exec = capture_one(false);
+    cudaGraphExec_t pdl_exec = capture_one(true);
+    std::printf("\n| a 2 us kernel queued behind a busy stream | GPU us per call (500 calls) "
+                "| host us per call |\n|---|---:|---:|\n");
+    std::printf("| (node attribute set: %s; instantiated: %s) | | |\n",
+                cudaGetErrorString(set_attr), cudaGetErrorString(attr_inst));
+    const Row overlap[] = {
+        {"<<<1, 512>>>", [&] { Dependent<<<1, 512, 0, s>>>(work); }},
+        {"cudaLaunchKernelEx, programmatic serialization",
+         [&] { launch_dependent(s, true); }},
+        {"cudaGraphLaunch, captured from a plain launch",
+         [&] { cudaGraphLaunch(plain_exec, s); }},
+        {"cudaGraphLaunch, captured from a programmatic launch",
+         [&] { cudaGraphLaunch(pdl_exec, s); }},
+        {"cudaGraphLaunch, added node with the attribute", [&] {
+           if (attr_exec != nullptr) cudaGraphLaunch(attr_exec, s);
+         }},
+    };
+    for (const Row& r : overlap) {
+      const double gpu = GpuUs(r.call, s);
+      std::printf("| %s | %.2f | %.2f |\n", r.name, gpu, MedianUs(r.call, s));
+    }
+    if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+      std::printf("| (overlap rows failed: %s) | | |\n", cudaGetErrorString(e));
+    }
+    for (cudaGraphExec_t g : {plain_exec, pdl_exec, attr_exec}) {
+      if (g != nullptr) cudaGraphExecDestroy(g);
+    }
+    cudaGraphDestroy(added_g);
+  }
+  // The driver's entry points, called directly: what cudart's wrapper adds.
+  {
+    void* graph_launch_fn = nullptr;
+    cudaGetDriverEntryPointByVersion("cuGraphLaunch", &graph_launch_fn, 12000,
+                                     cudaEnableDefault, &q);
+    auto cu_graph_launch =
+        reinterpret_cast<CUresult (*)(CUgraphExec, CUstream)>(graph_launch_fn);
+    void* capturing_fn = nullptr;
+    cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &capturing_fn, 12000,
+                                     cudaEnableDefault, &q);
+    auto cu_is_capturing = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureStatus*)>(
+        capturing_fn);
+    void* id_fn = nullptr;
+    cudaGetDriverEntryPointByVersion("cuStreamGetId", &id_fn, 12000, cudaEnableDefault, &q);
+    auto cu_stream_id = reinterpret_cast<CUresult (*)(CUstream, unsigned long long*)>(id_fn);
+    std::printf("\n| runtime call against the driver's | host us per call (runtime / driver) "
+                "|\n|---|---:|\n");
+    std::printf("| cudaGraphLaunch / cuGraphLaunch | %.2f / %.2f |\n",
+                MedianUs([&] { cudaGraphLaunch(graph_exec, s); }, s),
+                MedianUs([&] {
+                  cu_graph_launch(reinterpret_cast<CUgraphExec>(graph_exec),
+                                  reinterpret_cast<CUstream>(s));
+                }, s));
+    std::printf("| cudaStreamIsCapturing / cuStreamIsCapturing | %.2f / %.2f |\n",
+                MedianUs([&] {
+                  cudaStreamCaptureStatus c;
+                  cudaStreamIsCapturing(s, &c);
+                }, s),
+                MedianUs([&] {
+                  CUstreamCaptureStatus c;
+                  cu_is_capturing(reinterpret_cast<CUstream>(s), &c);
+                }, s));
+    std::printf("| cudaStreamGetId / cuStreamGetId | %.2f / %.2f |\n", MedianUs([&] {
+                  unsigned long long id;
+                  cudaStreamGetId(s, &id);
+                }, s),
+                MedianUs([&] {
+                  unsigned long long id;
+                  cu_stream_id(reinterpret_cast<CUstream>(s), &id);
+                }, s));
   }
   // What of relay's process might slow a graph relaunch: its allocations
   // (a 1 GiB arena, host-mapped flags) and its graphs (one per kernel).
