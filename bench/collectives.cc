@@ -104,6 +104,12 @@ constexpr char kUsage[] = R"(usage: collectives [flags]
                      into one CUDA graph on a stream of each rank's own and
                      times a replay (-c 1 checks a graph of one call,
                      replayed after new data is copied in)
+  --held 0|1         device buffers, stream-ordered transports: 1 queues
+                     each timed loop while a host function holds the
+                     caller's stream, then releases it, so the time a call
+                     is the GPU's alone (what a loop costs where the host is
+                     not the bound: one GPU standing in for several); host
+                     us is still the queueing's (default 0)
   --window 0|1       device buffers, all_gather and all_reduce: 1 registers
                      each row's receive buffer as a symmetric window
                      (Communicator::RegisterWindow; cuda_ipc) before timing
@@ -136,6 +142,7 @@ struct Flags {
   bool blocking = false;       // --api blocking
   bool graph = false;          // --api graph
   bool window = false;         // --window 1
+  bool held = false;           // --held 1
 };
 
 [[noreturn]] void BadFlag(const std::string& message) {
@@ -188,6 +195,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.graph = api == "graph";
     } else if (flag == "--window") {
       f.window = p.Int(0) != 0;
+    } else if (flag == "--held") {
+      f.held = p.Int(0) != 0;
     } else if (flag == "--json") {
       f.json = p.value();
     } else {
@@ -472,6 +481,11 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   }
   // A stream-ordered transport on device memory queues the timed calls.
   const bool queued = on_device && caps.stream_ordered && !f.blocking;
+  if (f.held && !queued) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--held 1: the calls must queue on a CUDA stream (device memory, a stream-ordered "
+        "transport, --api async); transport ", f.transport, " here does not"));
+  }
   Call call = MakeCall(kind, f, rank, count, in_place);
   DeviceMirror device;
   if (on_device) {
@@ -501,7 +515,13 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   // the last (they complete in order), as nccl-tests times NCCL; a host
   // transport waits for each before the next.
   absl::Time issued;  // When run() had started its last call.
-  auto run = [&](int iters) -> absl::Status {
+  // `hold`: the calls are queued behind a held stream (--held), released
+  // once the last is queued.
+  auto run = [&](int iters, bool hold = false) -> absl::Status {
+    StreamHold held;
+    if (hold) {
+      RELAY_ASSIGN_OR_RETURN(held, StreamHold::On(options.stream));
+    }
     Request last;
     for (int i = 0; i < iters; ++i) {
       if (f.blocking) {
@@ -517,6 +537,7 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
       }
     }
     issued = absl::Now();
+    held.Release();
     return last.valid() ? last.Wait() : absl::OkStatus();
   };
   if (f.graph) {
@@ -552,9 +573,10 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   sync.timeout = f.timeout;
   RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(sync));
   RELAY_RETURN_IF_ERROR(b.Wait());
+  const bool hold = f.held && queued;
   const absl::Time start = absl::Now();
-  RELAY_RETURN_IF_ERROR(run(f.iters));
-  *time_us = absl::ToDoubleMicroseconds(absl::Now() - start) / f.iters;
+  RELAY_RETURN_IF_ERROR(run(f.iters, hold));
+  *time_us = absl::ToDoubleMicroseconds(absl::Now() - (hold ? issued : start)) / f.iters;
   *issue_us = queued
                   ? absl::ToDoubleMicroseconds(issued - start) / f.iters
                   : -1;

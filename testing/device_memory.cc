@@ -1,5 +1,7 @@
 #include "testing/device_memory.h"
 
+#include <atomic>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +101,44 @@ absl::Status SynchronizeStream(void* stream) {
               "cudaStreamSynchronize");
 }
 
+// The flag both sides read, freed by whichever lets go of it second (the
+// host function may run after the StreamHold is gone, or never).
+struct StreamHold::State {
+  std::atomic<bool> released{false};
+  std::atomic<int> holders{2};
+  absl::Time limit;
+  void LetGo() {
+    if (holders.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+};
+
+absl::StatusOr<StreamHold> StreamHold::On(void* stream, absl::Duration limit) {
+  auto* state = new State;
+  state->limit = absl::Now() + limit;
+  auto spin = [](void* arg) {
+    auto* st = static_cast<State*>(arg);
+    while (!st->released.load(std::memory_order_acquire) && absl::Now() < st->limit) {
+      std::this_thread::yield();
+    }
+    st->LetGo();
+  };
+  if (absl::Status s = Cuda(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), spin, state),
+                            "cudaLaunchHostFunc");
+      !s.ok()) {
+    delete state;
+    return s;
+  }
+  StreamHold hold;
+  hold.state_ = state;
+  return hold;
+}
+
+void StreamHold::Release() {
+  if (state_ == nullptr) return;
+  state_->released.store(true, std::memory_order_release);
+  std::exchange(state_, nullptr)->LetGo();
+}
+
 absl::StatusOr<DeviceBytes> DeviceBytes::Allocate(size_t bytes) {
   DeviceBytes d;
   absl::StatusOr<int> device = CurrentDevice();
@@ -167,6 +207,9 @@ absl::StatusOr<DeviceGraph> DeviceGraph::Capture(void*,
 DeviceGraph::~DeviceGraph() = default;
 absl::Status DeviceGraph::Launch(void*) const { return NoCuda(); }
 absl::Status SynchronizeStream(void*) { return NoCuda(); }
+struct StreamHold::State {};
+absl::StatusOr<StreamHold> StreamHold::On(void*, absl::Duration) { return NoCuda(); }
+void StreamHold::Release() {}
 DeviceBytes::~DeviceBytes() = default;
 absl::Status DeviceBytes::CopyFrom(const void*, size_t, size_t) { return NoCuda(); }
 absl::Status DeviceBytes::CopyTo(void*, size_t, size_t) const { return NoCuda(); }

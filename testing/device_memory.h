@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "runtime/buffer.h"
 
@@ -94,6 +95,30 @@ class DeviceGraph {
 
 // Blocks until the work queued on `stream` has finished.
 absl::Status SynchronizeStream(void* stream);
+
+// Holds a stream: a host function queued on it spins until Release (or
+// destruction, or `limit` after the hold, so that a caller who blocks on
+// the held stream fails instead of hanging). Work queued behind it waits,
+// and runs back to back once released: what a loop costs the GPU alone.
+//   RELAY_ASSIGN_OR_RETURN(StreamHold hold, StreamHold::On(stream));
+//   ... queue calls on `stream` ...
+//   hold.Release();
+class StreamHold {
+ public:
+  static absl::StatusOr<StreamHold> On(void* stream, absl::Duration limit = absl::Seconds(10));
+  StreamHold() = default;
+  StreamHold(StreamHold&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  StreamHold& operator=(StreamHold&& other) noexcept {
+    std::swap(state_, other.state_);
+    return *this;
+  }
+  ~StreamHold() { Release(); }
+  void Release();
+
+ private:
+  struct State;
+  State* state_ = nullptr;  // Shared with the host function: see Release.
+};
 
 class DeviceBytes {
  public:

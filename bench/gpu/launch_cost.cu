@@ -36,6 +36,18 @@ __global__ void Spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
 }
+// cuda_ipc's completion count (IpcLaunch::completed): one thread stores
+// into host-mapped memory after the block's barrier, with release at
+// system scope, or plainly.
+__global__ void CountToHost(unsigned* word, int release) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (release) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(word), "r"(1u) : "memory");
+  } else {
+    *reinterpret_cast<volatile unsigned*>(word) = 1;
+  }
+}
 // A call as cuda_ipc's kernels make it: waits for the kernel before it
 // (griddepcontrol.wait: its end and its memory), lets the next launch,
 // then works for about `ns` nanoseconds.
@@ -269,6 +281,18 @@ int LaunchCostMain() {
               GpuUs([&] { FenceEveryThread<<<1, 512, 0, s>>>(word); }, s));
   std::printf("| kernel <<<1, 512>>>, one thread st.release.sys | %.2f |\n",
               GpuUs([&] { ReleaseOneThread<<<1, 512, 0, s>>>(word); }, s));
+  {
+    unsigned* host_word = nullptr;
+    unsigned* host_word_on_device = nullptr;
+    cudaHostAlloc(reinterpret_cast<void**>(&host_word), 4, cudaHostAllocMapped);
+    cudaHostGetDevicePointer(reinterpret_cast<void**>(&host_word_on_device), host_word, 0);
+    std::printf("| kernel <<<1, 512>>>, one thread st.release.sys to host-mapped memory | %.2f |\n",
+                GpuUs([&] { CountToHost<<<1, 512, 0, s>>>(host_word_on_device, 1); }, s));
+    std::printf("| kernel <<<1, 512>>>, one thread's plain store to host-mapped memory | %.2f |\n",
+                GpuUs([&] { CountToHost<<<1, 512, 0, s>>>(host_word_on_device, 0); }, s));
+    cudaDeviceSynchronize();
+    cudaFreeHost(host_word);
+  }
   std::printf("| kernel <<<64, 512>>>, every thread __threadfence_system | %.2f |\n",
               GpuUs([&] { FenceEveryThread<<<64, 512, 0, s>>>(word); }, s));
   std::printf("| cudaGraphExecKernelNodeSetParams + cudaGraphLaunch | %.2f |\n", GpuUs([&] {
