@@ -577,6 +577,10 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
                       "waiting for the previous operation");
       }
     }
+    // Only a call on the caller's stream may finish by the kernels' count
+    // (below); one after the stream records its completion event anyway,
+    // so its kernels skip the count's release (design note finding 45).
+    if (via != nullptr) via->report_completion = on_caller;
     const uint32_t reported_before = via != nullptr ? via->reporting_queued : 0;
     if (queued.ok()) queued = enqueue(stream, via);
     if (queued.ok() && !capturing) {

@@ -398,11 +398,13 @@ template <typename P>
 inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
                  cudaStream_t stream, KernelLauncher* via) {
   if (via != nullptr) {
-    void* args[] = {const_cast<P*>(&param)};
+    P sent = param;
+    if (!via->report_completion) Silence(sent);
+    void* args[] = {&sent};
     const int queued = via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args,
                                    sizeof(P), stream);
     if (queued == 0) {
-      via->last_reports = Reports(param);
+      via->last_reports = Reports(sent);
       if (via->last_reports) ++via->reporting_queued;
     }
     return queued;
