@@ -1,6 +1,5 @@
 // The CUDA runtime side of runtime/device_runtime.h (host code only;
 // compiled by nvcc with the rest of the device code).
-#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -89,32 +88,6 @@ int StreamIsCapturing(void* stream, bool* capturing) {
 int IgnoreOtherThreadsCaptures() {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
   return cudaThreadExchangeStreamCaptureMode(&mode);
-}
-
-int StreamWaitValue(void* stream, void* device_word, uint32_t value) {
-  // The driver's call, found once through the runtime (relay does not link
-  // libcuda itself).
-  using WaitValue = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-  static const WaitValue wait = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      fn = nullptr;
-    }
-    return reinterpret_cast<WaitValue>(fn);
-  }();
-  if (wait == nullptr) return cudaErrorNotSupported;
-  const CUresult e = wait(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_word),
-                          value, CU_STREAM_WAIT_VALUE_GEQ);
-  // The driver's values for what can go wrong here are the runtime's
-  // (invalid value 1, not supported 801); anything else reads as unknown.
-  if (e == CUDA_SUCCESS) return cudaSuccess;
-  if (e == CUDA_ERROR_INVALID_VALUE) return cudaErrorInvalidValue;
-  if (e == CUDA_ERROR_NOT_SUPPORTED) return cudaErrorNotSupported;
-  return cudaErrorUnknown;
 }
 
 int SynchronizeEvent(void* event) {

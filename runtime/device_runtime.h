@@ -75,10 +75,6 @@ int IgnoreOtherThreadsCaptures();
 // Whether work queued on `stream` (null: the legacy default stream) now
 // goes into a CUDA graph being captured.
 int StreamIsCapturing(void* stream, bool* capturing);
-// Makes `stream` wait, on the GPU, until the 32-bit word at `device_word`
-// (device memory, or host memory mapped into the device) reaches `value`,
-// wrapping: (int32_t)(word - value) >= 0 (cuStreamWaitValue32, GEQ).
-int StreamWaitValue(void* stream, void* device_word, uint32_t value);
 int SynchronizeEvent(void* event);
 // Stream-ordered allocation from relay's own pool on the current device,
 // which keeps its memory between calls (see device_runtime.cu).

@@ -31,7 +31,6 @@ int StreamIsCapturing(void*, bool* capturing) {
   *capturing = false;
   return kNoCuda;
 }
-int StreamWaitValue(void*, void*, uint32_t) { return kNoCuda; }
 int SynchronizeEvent(void*) { return kNoCuda; }
 int AllocateAsync(void**, size_t, void*) { return kNoCuda; }
 int FreeAsync(void*, void*) { return kNoCuda; }

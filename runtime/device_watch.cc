@@ -29,14 +29,6 @@ absl::Status QueryError(int error, const char* call) {
       absl::StrCat(call, ": ", device_runtime::ErrorString(error), " (CUDA error ", error, ")"));
 }
 
-// 0 once what `event` marks (or, where it is null, `count`) has finished;
-// device_runtime::kNotReady while it has not; else the event query's
-// error.
-int QueryCompletion(void* event, const CompletionCount& count) {
-  if (event != nullptr) return device_runtime::QueryEvent(event);
-  return count.Reached() ? 0 : device_runtime::kNotReady;
-}
-
 }  // namespace
 
 DeviceWatch::~DeviceWatch() {
@@ -158,13 +150,13 @@ void DeviceWatch::Loop() {
       probes_.clear();
       const size_t probed = std::min(pending_.size(), kProbeBatch);
       for (size_t i = 0; i < probed; ++i) {
-        probes_.push_back({pending_[i]->event(), pending_[i]->count()});
+        probes_.push_back(pending_[i]->event());
       }
       lock.unlock();
       // Only FailAll removes requests other than this thread, after the
       // owner marks itself aborted: the events stay valid unless it has.
       const FinishedPrefixResult found = FinishedPrefix(probes_.size(), [&](size_t i) {
-        const int q = QueryCompletion(probes_[i].event, probes_[i].count);
+        const int q = device_runtime::QueryEvent(probes_[i]);
         return q == 0                         ? ProbeResult::kFinished
                : q == device_runtime::kNotReady ? ProbeResult::kRunning
                                                 : ProbeResult::kFailed;
@@ -217,14 +209,6 @@ void DeviceWatch::Loop() {
 
 absl::Status DeviceRequest::StreamWait(void* cuda_stream) {
   if (done() && !status().ok()) return status();
-  if (done_event_ == nullptr) {
-    if (const int error = device_runtime::StreamWaitValue(cuda_stream, count_.device,
-                                                          count_.target);
-        error != 0) {
-      return QueryError(error, "cuStreamWaitValue32");
-    }
-    return absl::OkStatus();
-  }
   if (const int error = device_runtime::StreamWaitEvent(cuda_stream, done_event_); error != 0) {
     return QueryError(error, "cudaStreamWaitEvent");
   }
@@ -233,7 +217,7 @@ absl::Status DeviceRequest::StreamWait(void* cuda_stream) {
 
 bool DeviceRequest::Check() {
   if (done()) return true;
-  const int q = QueryCompletion(done_event_, count_);
+  const int q = device_runtime::QueryEvent(done_event_);
   if (q == device_runtime::kNotReady) return false;
   Finish(q);
   return true;

@@ -1,10 +1,8 @@
 // File: runtime/device_watch.h
 //
 // The completion side of a GPU transport (nccl, cuda_ipc). Each operation
-// it queues on a CUDA stream ends with a completion event, or with kernels
-// that count themselves finished (CompletionCount); its request
-// (DeviceRequest) is done once that event has fired or the count is
-// reached. DeviceWatch recycles
+// it queues on a CUDA stream ends with a completion event; its request
+// (DeviceRequest) is done once that event has fired. DeviceWatch recycles
 // the events and runs the watchdog thread that completes requests nobody
 // waits on (so OnDone callbacks run), fails the transport when one passes
 // its deadline, and asks the transport between looks whether it is still
@@ -48,20 +46,6 @@
 namespace relay {
 
 class DeviceRequest;
-
-// How a request can be done without a completion event: a transport whose
-// kernels count themselves once finished (cuda_ipc) gives the count's word
-// in host memory mapped into the device; the request is done once the
-// count reaches `target` (wrapping, as the kernels' 32-bit count does).
-struct CompletionCount {
-  const uint32_t* host = nullptr;  // Written by the GPU; read with acquire.
-  void* device = nullptr;          // The same word as the GPU sees it.
-  uint32_t target = 0;
-  bool Reached() const {
-    const uint32_t now = __atomic_load_n(host, __ATOMIC_ACQUIRE);
-    return static_cast<int32_t>(now - target) >= 0;
-  }
-};
 
 // What the transport decides for its DeviceWatch. Called from the
 // watchdog thread and from threads waiting on requests.
@@ -144,13 +128,9 @@ class DeviceWatch {
   // poster sees it asleep.
   std::atomic<bool> idle_{false};
   std::thread thread_;
-  // The watchdog's scratch, kept to avoid allocating on every look: what
-  // tells whether each probed request is done (its event, else its count).
-  struct Probe {
-    void* event;
-    CompletionCount count;
-  };
-  std::vector<Probe> probes_;
+  // The watchdog's scratch, kept to avoid allocating on every look: the
+  // probed requests' events.
+  std::vector<void*> probes_;
   std::vector<std::shared_ptr<DeviceRequest>> completing_;
 };
 
@@ -170,16 +150,6 @@ class DeviceRequest final : public RequestState {
         done_event_(done_event),
         what_(what),
         sequence_(sequence) {}
-  // Done once `count` is reached, with no event: no event to record when
-  // queued, and nothing but a memory read to tell it finished.
-  DeviceRequest(std::shared_ptr<DeviceWatch> watch, CompletionCount count, absl::Time deadline,
-                const char* what)
-      : RequestState(deadline),
-        watch_(std::move(watch)),
-        done_event_(nullptr),
-        count_(count),
-        what_(what),
-        sequence_(kNoSequence) {}
   ~DeviceRequest() override {
     if (done_event_ != nullptr) watch_->PutEvent(done_event_);
   }
@@ -195,8 +165,7 @@ class DeviceRequest final : public RequestState {
   // (`query_error`: the event query's error, 0 if it fired).
   void Finish(int query_error);
 
-  void* event() const { return done_event_; }  // Null: done by count().
-  const CompletionCount& count() const { return count_; }
+  void* event() const { return done_event_; }
   const char* what() const { return what_; }
   // "what #sequence", or "what" without a sequence number.
   std::string Describe() const;
@@ -213,7 +182,6 @@ class DeviceRequest final : public RequestState {
  private:
   const std::shared_ptr<DeviceWatch> watch_;
   void* const done_event_;
-  const CompletionCount count_;  // Where done_event_ is null.
   const char* const what_;
   const uint64_t sequence_;
 };

@@ -1,6 +1,5 @@
 // DeviceWatch and DeviceRequest on a real GPU (one is enough; skipped
-// where none is visible; requests done by a completion count run without
-// one): requests complete in posting order with nobody
+// where none is visible): requests complete in posting order with nobody
 // waiting, a deadline, a failed verdict and a failed health check each
 // abort the owner, and Stop completes what has finished. A stream is held
 // back by a host function that waits for the test's say-so.
@@ -262,111 +261,6 @@ TEST_F(DeviceWatchTest, AGlobalCaptureOnAnotherThreadStillEnds) {
   ASSERT_TRUE(DoneWithin(*r, absl::Seconds(5)));
   EXPECT_TRUE(r->status().ok()) << r->status();
   cudaStreamDestroy(capturing);
-}
-
-// Requests done by a completion count (CompletionCount) need no GPU: the
-// word here is plain host memory that the test raises, as a kernel's last
-// block would.
-class CountedRequests : public ::testing::Test {
- protected:
-  void SetUp() override { owner_->watch.Start("relay-test"); }
-  void TearDown() override { owner_->watch.Stop(); }
-  std::shared_ptr<DeviceRequest> Post(uint32_t target, absl::Duration timeout,
-                                      const char* what = "counted") {
-    auto r = std::make_shared<DeviceRequest>(
-        std::shared_ptr<DeviceWatch>(owner_, &owner_->watch),
-        CompletionCount{&word_, nullptr, target}, absl::Now() + timeout, what);
-    owner_->watch.Watch(r);
-    return r;
-  }
-  void Raise(uint32_t to) { __atomic_store_n(&word_, to, __ATOMIC_RELEASE); }
-  static bool DoneWithin(const DeviceRequest& r, absl::Duration limit) {
-    const absl::Time end = absl::Now() + limit;
-    while (!r.done() && absl::Now() < end) absl::SleepFor(absl::Microseconds(200));
-    return r.done();
-  }
-
-  std::shared_ptr<Owner> owner_ = std::make_shared<Owner>();
-  uint32_t word_ = 0;
-};
-
-TEST_F(CountedRequests, CompleteOnceTheCountReachesThemWithNobodyWaiting) {
-  Raise(0xfffffffeu);  // The count wraps: 0 and 1 come after 0xffffffff.
-  std::vector<std::shared_ptr<DeviceRequest>> r;
-  std::atomic<int> called{0};
-  for (uint32_t target : {0xffffffffu, 0u, 1u}) {
-    r.push_back(Post(target, absl::Seconds(30)));
-    r.back()->OnDone([&](absl::Status s) {
-      EXPECT_TRUE(s.ok()) << s;
-      ++called;
-    });
-  }
-  absl::SleepFor(absl::Milliseconds(20));
-  for (const auto& q : r) EXPECT_FALSE(q->done());
-  Raise(0);
-  EXPECT_TRUE(DoneWithin(*r[1], absl::Seconds(5)));
-  EXPECT_TRUE(r[0]->done());
-  EXPECT_FALSE(r[2]->done());
-  Raise(1);
-  EXPECT_TRUE(DoneWithin(*r[2], absl::Seconds(5)));
-  const absl::Time end = absl::Now() + absl::Seconds(5);
-  while (called.load() < 3 && absl::Now() < end) absl::SleepFor(absl::Microseconds(200));
-  EXPECT_EQ(called.load(), 3);
-  EXPECT_FALSE(owner_->Aborted());
-}
-
-TEST_F(CountedRequests, WaitSeesTheCountItself) {
-  auto r = Post(1, absl::Seconds(30));
-  std::thread raiser([&] {
-    absl::SleepFor(absl::Milliseconds(5));
-    Raise(1);
-  });
-  EXPECT_TRUE(r->Wait(absl::Now() + absl::Seconds(10)).ok());
-  raiser.join();
-}
-
-TEST_F(CountedRequests, ACountNeverReachedExpiresAndAbortsTheOwner) {
-  auto r = Post(5, absl::Milliseconds(30), "stuck");
-  EXPECT_TRUE(DoneWithin(*r, absl::Seconds(5)));
-  EXPECT_EQ(r->status().code(), absl::StatusCode::kDeadlineExceeded) << r->status();
-  EXPECT_TRUE(owner_->Aborted());
-}
-
-TEST_F(CountedRequests, AFailedVerdictFailsTheRequestAndAborts) {
-  auto r = Post(1, absl::Seconds(30), "bad");
-  Raise(1);
-  EXPECT_TRUE(DoneWithin(*r, absl::Seconds(5)));
-  EXPECT_EQ(r->status().code(), absl::StatusCode::kDataLoss) << r->status();
-  EXPECT_TRUE(owner_->Aborted());
-}
-
-// On a GPU: StreamWait on a counted request holds another stream until the
-// count, in host memory mapped into the device, reaches its target.
-TEST_F(CountedRequests, StreamWaitHoldsAStreamUntilTheCount) {
-  if (!HaveGpu()) GTEST_SKIP() << "no GPU visible";
-  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  uint32_t* mapped = nullptr;
-  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&mapped), sizeof(uint32_t),
-                          cudaHostAllocMapped),
-            cudaSuccess);
-  *mapped = 0;
-  void* device = nullptr;
-  ASSERT_EQ(cudaHostGetDevicePointer(&device, mapped, 0), cudaSuccess);
-  auto r = std::make_shared<DeviceRequest>(
-      std::shared_ptr<DeviceWatch>(owner_, &owner_->watch), CompletionCount{mapped, device, 1},
-      absl::Now() + absl::Seconds(30), "counted");
-  owner_->watch.Watch(r);
-  cudaStream_t other = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_TRUE(r->StreamWait(other).ok());
-  absl::SleepFor(absl::Milliseconds(20));
-  EXPECT_EQ(cudaStreamQuery(other), cudaErrorNotReady);  // Behind the count.
-  __atomic_store_n(mapped, 1u, __ATOMIC_RELEASE);
-  EXPECT_EQ(cudaStreamSynchronize(other), cudaSuccess);
-  EXPECT_TRUE(DoneWithin(*r, absl::Seconds(5)));
-  EXPECT_TRUE(r->status().ok()) << r->status();
-  cudaStreamDestroy(other);
-  cudaFreeHost(mapped);
 }
 
 }  // namespace

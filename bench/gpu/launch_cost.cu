@@ -36,9 +36,9 @@ __global__ void Spin(unsigned long long ns) {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
 }
-// cuda_ipc's completion count (IpcLaunch::completed): one thread stores
-// into host-mapped memory after the block's barrier, with release at
-// system scope, or plainly.
+// A kernel that tells the host it is done (cuda_ipc's kernels did, design
+// note finding 45): one thread stores into host-mapped memory after the
+// block's barrier, with release at system scope, or plainly.
 __global__ void CountToHost(unsigned* word, int release) {
   __syncthreads();
   if (threadIdx.x != 0) return;

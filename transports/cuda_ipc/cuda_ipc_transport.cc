@@ -113,34 +113,19 @@ struct Core final : DeviceWatchOwner {
   cudaEvent_t ready = nullptr;
   int32_t* barrier_scratch = nullptr;
   // [0]: abort flag (the host sets it, kernels poll it); [1]: a kernel's
-  // error word (ipc_kernels.h); [2]: the count of finished kernels that
-  // report their completion (IpcLaunch::completed). Host memory mapped
-  // into the device.
+  // error word (ipc_kernels.h). Host memory mapped into the device.
   int* host_flags = nullptr;
   int* device_flags = nullptr;
-  const uint32_t* host_completed() const {
-    return reinterpret_cast<const uint32_t*>(host_flags + 2);
-  }
-  uint32_t* device_completed() const { return reinterpret_cast<uint32_t*>(device_flags + 2); }
   CheckedPointers checked_pointers;
 
   std::mutex enqueue_mu;
   // The last operation queued: its stream's id (cudaStreamGetId; a
   // destroyed stream's handle is handed out again while its work still
-  // runs, an id never is), and its completion event, or (null event) the
-  // completed count that marks it done. Guarded by enqueue_mu.
+  // runs, an id never is), and its completion event. Guarded by
+  // enqueue_mu.
   std::optional<unsigned long long> last_stream_id;
   unsigned long long stream_id = 0;  // `stream`'s.
   cudaEvent_t last_done = nullptr;
-  std::optional<uint32_t> last_completed;
-  // Makes `stream` wait on the GPU for the last operation queued (its
-  // event, or its kernels' count); a cudaError_t value, 0 if there is none.
-  // Under enqueue_mu.
-  int WaitForLast(cudaStream_t stream) const {
-    if (last_done != nullptr) return cudaStreamWaitEvent(stream, last_done, 0);
-    if (!last_completed.has_value()) return 0;
-    return device_runtime::StreamWaitValue(stream, device_completed(), *last_completed);
-  }
 
   // Symmetric windows; made once the store and the driver's entry points
   // are known.
@@ -316,7 +301,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   device_runtime::ScopedDevice on_device(c.device);
   {
     std::lock_guard<std::mutex> lock(c.enqueue_mu);
-    c.WaitForLast(c.stream);
+    if (c.last_done != nullptr) cudaStreamWaitEvent(c.stream, c.last_done, 0);
     if (!c.aborted.load(std::memory_order_acquire)) {
       // No peer's kernel may touch this rank's arena once it is freed: meet
       // every peer first (or give up after kTeardownTimeoutNs).
@@ -344,8 +329,6 @@ IpcLaunch CudaIpcTransport::BaseLaunch(absl::Time deadline) const {
   l.slot_bytes = c.slot_bytes;
   l.abort_flag = c.device_flags;
   l.error = c.device_flags + 1;
-  // Counted only where queued through the launcher (cuda_ipc::Queue).
-  l.completed = c.device_completed();
   if (deadline != absl::InfiniteFuture()) {
     // Rounded up to the millisecond, so that calls a loop repeats carry the
     // same bytes (the graph launcher then skips re-setting them); the
@@ -548,7 +531,6 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   cudaStream_t stream = on_caller ? caller : c.stream;
   unsigned long long stream_id = c.stream_id;
   cudaEvent_t done = nullptr;
-  std::optional<uint32_t> completed;  // Done by the kernels' count, not an event.
   absl::Status queued;
   {
     std::lock_guard<std::mutex> lock(c.enqueue_mu);
@@ -573,35 +555,25 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
         queued = Cuda(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
       }
       if (queued.ok() && c.last_stream_id.has_value() && *c.last_stream_id != stream_id) {
-        queued = Cuda(static_cast<cudaError_t>(c.WaitForLast(stream)),
-                      "waiting for the previous operation");
+        queued = Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
+                      "cudaStreamWaitEvent (the previous operation)");
       }
     }
-    // Only a call on the caller's stream may finish by the kernels' count
-    // (below); one after the stream records its completion event anyway,
-    // so its kernels skip the count's release (design note finding 45).
-    if (via != nullptr) via->report_completion = on_caller;
-    const uint32_t reported_before = via != nullptr ? via->reporting_queued : 0;
     if (queued.ok()) queued = enqueue(stream, via);
     if (queued.ok() && !capturing) {
-      // On the caller's stream, whose later work it orders, a call whose
-      // last kernel went through the launcher and counts itself needs no
-      // completion event to record (design note finding 35).
-      if (on_caller && via != nullptr && via->last_reports &&
-          via->reporting_queued != reported_before) {
-        completed = via->reporting_queued;
-      } else {
-        absl::StatusOr<void*> event = c.watch.GetEvent();
-        queued = event.status();
-        if (queued.ok()) {
-          done = static_cast<cudaEvent_t>(*event);
-          queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
-        }
+      // Done when this event fires. (Kernels that counted themselves done
+      // into host memory saved the host the record but cost the GPU about
+      // a microsecond each, and small calls on several GPUs wait on the
+      // GPU: design note finding 45.)
+      absl::StatusOr<void*> event = c.watch.GetEvent();
+      queued = event.status();
+      if (queued.ok()) {
+        done = static_cast<cudaEvent_t>(*event);
+        queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
       }
       if (queued.ok()) {
         c.last_stream_id = stream_id;
         c.last_done = done;
-        c.last_completed = completed;
       }
     }
   }
@@ -614,16 +586,8 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   // A captured call runs when its graph is launched: the caller's stream
   // orders it, and there is nothing for the host to watch.
   if (capturing) return Request::CompletedOnDevice();
-  std::shared_ptr<DeviceRequest> request;
-  if (completed.has_value()) {
-    request = std::make_shared<DeviceRequest>(
-        std::shared_ptr<DeviceWatch>(core_, &c.watch),
-        CompletionCount{c.host_completed(), c.device_completed(), *completed},
-        deadline, what);
-  } else {
-    request = std::make_shared<DeviceRequest>(std::shared_ptr<DeviceWatch>(core_, &c.watch),
-                                              done, deadline, what);
-  }
+  auto request = std::make_shared<DeviceRequest>(std::shared_ptr<DeviceWatch>(core_, &c.watch),
+                                                done, deadline, what);
   c.watch.Watch(request);
   return Request(std::move(request));
 }
@@ -806,9 +770,9 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_RETURN_IF_ERROR(Cuda(cudaMalloc(&c.barrier_scratch, sizeof(int32_t)),
                              "cudaMalloc (barrier scratch)"));
   RELAY_RETURN_IF_ERROR(Cuda(cudaHostAlloc(reinterpret_cast<void**>(&c.host_flags),
-                                           3 * sizeof(int), cudaHostAllocMapped),
-                             "cudaHostAlloc (abort, error and completion words)"));
-  c.host_flags[0] = c.host_flags[1] = c.host_flags[2] = 0;
+                                           2 * sizeof(int), cudaHostAllocMapped),
+                             "cudaHostAlloc (abort and error words)"));
+  c.host_flags[0] = c.host_flags[1] = 0;
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaHostGetDevicePointer(reinterpret_cast<void**>(&c.device_flags),
                                     c.host_flags, 0),

@@ -109,41 +109,22 @@ __device__ __forceinline__ uint32_t BeginCall(void* arena, int counter) {
   return s_epoch;
 }
 
-// Counts a kernel whose every block is done in the arena's completed
-// counter and hands the count to the host (IpcLaunch::completed). Thread 0
-// of the last block, after the fence that orders every block's work first.
-__device__ __forceinline__ void ReportCompletion(const IpcLaunch& p) {
-  uint32_t* c = Counters(p.arenas[p.rank]) + ArenaLayout::kCompletedCounter;
-  const uint32_t n = *c + 1;
-  *c = n;
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p.completed), "r"(n) : "memory");
-}
-
 // The last block of the call to finish advances the call counter; the next
 // call on this rank (a later kernel) reads it. A grid of one block writes
 // it at once: nothing else reads it before the kernel ends, and the
-// kernel's end makes the write visible to the next one. A kernel that
-// reports its completion (IpcLaunch::completed) does so here, once every
-// block's stores come before its count.
+// kernel's end makes the write visible to the next one.
 __device__ __forceinline__ void EndCall(const IpcLaunch& p, int counter, uint32_t epoch) {
-  const bool reports = p.completed != nullptr;
   if (gridDim.x == 1) {
-    if (reports) __syncthreads();
-    if (threadIdx.x == 0) {
-      Counters(p.arenas[p.rank])[counter] = epoch;
-      if (reports) ReportCompletion(p);
-    }
+    if (threadIdx.x == 0) Counters(p.arenas[p.rank])[counter] = epoch;
     return;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     uint32_t* c = Counters(p.arenas[p.rank]) + counter;
-    if (reports) __threadfence();  // This block's stores before its count.
     if (atomicAdd(c + 1, 1u) == gridDim.x - 1) {
       c[1] = 0;
       c[0] = epoch;
       __threadfence();
-      if (reports) ReportCompletion(p);
     }
   }
 }
@@ -383,13 +364,6 @@ __device__ __forceinline__ void CopyUnits(R* __restrict__ dst, size_t base_d,
   for (; i < r.end; i += stride) dst[base_d + i] = __ldcg(src + base_s + i);
 }
 
-// Whether a kernel of this parameter reports its completion (EndCall);
-// point-to-point kernels never do.
-inline bool Reports(const IpcLaunch& p) { return p.completed != nullptr; }
-inline bool Reports(const P2PLaunch&) { return false; }
-inline void Silence(IpcLaunch& p) { p.completed = nullptr; }
-inline void Silence(P2PLaunch& p) { p.base.completed = nullptr; }
-
 // Queues kernel<<<blocks, threads>>>(param) on `stream`: through `via`
 // where given, else launched as a programmatic dependent of the kernel
 // before it (AfterPredecessors), which a graph captured from the stream
@@ -398,21 +372,10 @@ template <typename P>
 inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
                  cudaStream_t stream, KernelLauncher* via) {
   if (via != nullptr) {
-    P sent = param;
-    if (!via->report_completion) Silence(sent);
-    void* args[] = {&sent};
-    const int queued = via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args,
-                                   sizeof(P), stream);
-    if (queued == 0) {
-      via->last_reports = Reports(sent);
-      if (via->last_reports) ++via->reporting_queued;
-    }
-    return queued;
+    void* args[] = {const_cast<P*>(&param)};
+    return via->Launch(reinterpret_cast<const void*>(kernel), blocks, threads, args, sizeof(P),
+                       stream);
   }
-  // Launched directly (a capture, or RELAY_CUDA_IPC_LAUNCH=kernel), a
-  // kernel reports nothing: nobody counts it.
-  P quiet = param;
-  Silence(quiet);
   cudaLaunchAttribute early;
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   early.val.programmaticStreamSerializationAllowed = 1;
@@ -422,7 +385,7 @@ inline int Queue(void (*kernel)(P), int blocks, int threads, const P& param,
   config.stream = stream;
   config.attrs = &early;
   config.numAttrs = 1;
-  return static_cast<int>(cudaLaunchKernelEx(&config, kernel, quiet));
+  return static_cast<int>(cudaLaunchKernelEx(&config, kernel, param));
 }
 
 // Blocks for `work` units of 16 bytes: a unit per thread up to kMaxBlocks

@@ -61,10 +61,8 @@ inline constexpr size_t kP2PChunkBytes = size_t{1} << 20;
 struct ArenaLayout {
   static constexpr size_t kFlagWords = size_t{kPhases} * kMaxBlocks * kMaxRanks;
   // [0] calls, [1] blocks of the current call that finished; [2], [3] the
-  // same for teardown barriers; [4] kernels that reported their completion
-  // (IpcLaunch::completed), the last of them copied to the host.
-  static constexpr size_t kCounterWords = 5;
-  static constexpr int kCompletedCounter = 4;
+  // same for teardown barriers.
+  static constexpr size_t kCounterWords = 4;
   // After the counters, a word per peer: the epoch of the last direct
   // all_gather that peer refused (LaunchRefusedDirectAllGather).
   static constexpr size_t kRefusalWord = kFlagWords + kCounterWords;
@@ -216,11 +214,6 @@ struct IpcLaunch {
   uint64_t timeout_ns = ~uint64_t{0};
   const int* abort_flag = nullptr;  // Device view of host-mapped memory.
   int* error = nullptr;             // Device view of host-mapped memory.
-  // Where set (a device view of host-mapped memory), the kernel's last
-  // block, once every block's work is done, counts the kernel in the
-  // arena's completed counter and stores the count here (release, system
-  // scope): the host sees an eager call finish without a CUDA event.
-  uint32_t* completed = nullptr;
   IpcType type = IpcType::kFloat32;
   IpcOp op = IpcOp::kSum;
   int root = 0;
@@ -256,18 +249,6 @@ class KernelLauncher {
   // `param_bytes`: the size of the kernel's one parameter, *args[0].
   virtual int Launch(const void* func, int blocks, int threads, void** args,
                      size_t param_bytes, void* stream) = 0;
-
-  // Set by the caller before it queues a call: whether the call's kernels
-  // report their completion (IpcLaunch::completed) where their parameter
-  // asks. Only a call whose request reads the count needs it: the report's
-  // system-scope release costs the GPU about 0.9 us a kernel, and a call
-  // with a completion event would pay it for nothing.
-  bool report_completion = true;
-  // Kept by the launch functions: the kernels queued through this launcher
-  // that report their completion, which is the count they store once each
-  // is done, and whether the last kernel queued did.
-  uint32_t reporting_queued = 0;
-  bool last_reports = false;
 };
 
 // Each queues the call on `stream` (a cudaStream_t), launched directly, or
