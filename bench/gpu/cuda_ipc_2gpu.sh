@@ -2,7 +2,7 @@
 # File: bench/gpu/cuda_ipc_2gpu.sh
 #
 # What cuda_ipc still has to show on 2 GPUs (docs/design/cuda-ipc-transport.md,
-# "Open"), in three parts that each fit one 10-minute device call, from the
+# "Open"), in four parts that each fit one 10-minute device call, from the
 # folder bench/gpu/build.sh filled:
 #   checks  run_checks.sh (with SIGKILL of each rank mid-all_reduce on
 #           every protocol, and the conformance suite on each).
@@ -13,14 +13,16 @@
 #   large   all_gather 8 B - 8 MB (words to 1 MiB, flags), 3 rounds; then
 #           all_reduce 32 MB - 1 GB against raw NCCL, into windows, and the
 #           GPU-to-GPU copy ceiling, 2 rounds.
+#   reduce_scatter  8 B - 8 MB against raw NCCL (default and symmetric),
+#           3 rounds; then 32 MB - 1 GB, 2 rounds.
 # Each part writes OUT_DIR/PART/ (compare_nccl.sh's folders packed as .tgz)
 # and prints its summary.
 #
-# Usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large
+# Usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large|reduce_scatter
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="${1:?usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large}"
-part="${2:?usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large}"
+out="${1:?usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large|reduce_scatter}"
+part="${2:?usage: cuda_ipc_2gpu.sh OUT_DIR checks|small|large|reduce_scatter}"
 # shellcheck source=bench/gpu/gpu_env.sh
 source "$here/gpu_env.sh"
 if [ "$(gpu_count)" -lt 2 ]; then
@@ -61,8 +63,22 @@ case "$part" in
     pack ag
     pack big
     ;;
+  reduce_scatter)
+    SYMMETRIC=1 STREAMS=" " RING=0 WINDOW=0 \
+      timeout 300 ./compare_nccl.sh "$out/$part/rs" 8M 3 reduce_scatter > "$out/$part/rs.log" 2>&1
+    echo "reduce_scatter 8 B - 8 MB: rc=$?"
+    MIN_SIZE=32M STREAMS=" " RING=0 \
+      timeout 270 ./compare_nccl.sh "$out/$part/big" 1G 2 reduce_scatter > "$out/$part/big.log" 2>&1
+    echo "reduce_scatter 32 MB - 1 GB: rc=$?"
+    PYTHONPATH=. python3 -m relaybench table "$out/$part/rs/reduce_scatter" --reference raw \
+      --stat median --intervals > "$out/$part/rs_tables.md" 2>&1
+    head -30 "$out/$part/rs_tables.md"
+    head -30 "$out/$part/big/ratio_reduce_scatter.md" 2>/dev/null
+    pack rs
+    pack big
+    ;;
   *)
-    echo "cuda_ipc_2gpu.sh: unknown part '$part' (checks, small or large)" >&2
+    echo "cuda_ipc_2gpu.sh: unknown part '$part' (checks, small, large or reduce_scatter)" >&2
     exit 2
     ;;
 esac

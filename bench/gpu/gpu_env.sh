@@ -10,8 +10,8 @@
 #     names, else every one nvidia-smi lists.
 #   - gpu_header prints the "# date host: N x NAME" line a results folder's
 #     environment.txt starts with.
-#   - timed_step runs one bounded step of a lease's command (open_targets.sh,
-#     loopback_on_gpus.sh).
+#   - timed_step runs one bounded step of a lease's command
+#     (loopback_on_gpus.sh, a lease's own script).
 #   - lease_begin and lease_end frame a one-off lease script: a fresh work
 #     folder with host.txt, and at the end one archive in the lease's OUT
 #     (a lease returns at most 8 files). Example (gpu_bin/lease.sh, staged
