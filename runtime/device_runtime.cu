@@ -74,6 +74,10 @@ int StreamWaitEvent(void* stream, void* event) {
                              static_cast<cudaEvent_t>(event), 0);
 }
 
+int StreamId(void* stream, unsigned long long* id) {
+  return cudaStreamGetId(static_cast<cudaStream_t>(stream), id);
+}
+
 int QueryEvent(void* event) {
   return cudaEventQuery(static_cast<cudaEvent_t>(event));
 }

@@ -63,6 +63,8 @@ int CreateEvent(void** event);
 int DestroyEvent(void* event);
 int RecordEvent(void* event, void* stream);
 int StreamWaitEvent(void* stream, void* event);
+// cudaStreamGetId: an id no other stream ever gets, unlike its handle.
+int StreamId(void* stream, unsigned long long* id);
 // 0 once the work before the event's record has finished; 600
 // (cudaErrorNotReady) while it has not.
 int QueryEvent(void* event);

@@ -25,6 +25,7 @@ int CreateEvent(void**) { return kNoCuda; }
 int DestroyEvent(void*) { return kNoCuda; }
 int RecordEvent(void*, void*) { return kNoCuda; }
 int StreamWaitEvent(void*, void*) { return kNoCuda; }
+int StreamId(void*, unsigned long long*) { return kNoCuda; }
 int QueryEvent(void*) { return kNoCuda; }
 int IgnoreOtherThreadsCaptures() { return kNoCuda; }
 int StreamIsCapturing(void*, bool* capturing) {

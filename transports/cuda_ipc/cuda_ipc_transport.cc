@@ -23,6 +23,7 @@
 #include "runtime/config.h"
 #include "runtime/device_runtime.h"
 #include "runtime/device_watch.h"
+#include "runtime/operation_order.h"
 #include "runtime/status_macros.h"
 #include "transports/cuda_ipc/allocations.h"
 #include "transports/cuda_ipc/graph_launcher.h"
@@ -119,13 +120,10 @@ struct Core final : DeviceWatchOwner {
   CheckedPointers checked_pointers;
 
   std::mutex enqueue_mu;
-  // The last operation queued: its stream's id (cudaStreamGetId; a
-  // destroyed stream's handle is handed out again while its work still
-  // runs, an id never is), and its completion event. Guarded by
+  // One operation at a time, in posting order, whatever the streams: the
+  // kernels count this transport's calls and chunks. Guarded by
   // enqueue_mu.
-  std::optional<unsigned long long> last_stream_id;
-  unsigned long long stream_id = 0;  // `stream`'s.
-  cudaEvent_t last_done = nullptr;
+  OperationOrder order;
 
   // Symmetric windows; made once the store and the driver's entry points
   // are known.
@@ -301,7 +299,7 @@ CudaIpcTransport::~CudaIpcTransport() {
   device_runtime::ScopedDevice on_device(c.device);
   {
     std::lock_guard<std::mutex> lock(c.enqueue_mu);
-    if (c.last_done != nullptr) cudaStreamWaitEvent(c.stream, c.last_done, 0);
+    c.order.WaitForLast(c.stream);
     if (!c.aborted.load(std::memory_order_acquire)) {
       // No peer's kernel may touch this rank's arena once it is freed: meet
       // every peer first (or give up after kTeardownTimeoutNs).
@@ -529,7 +527,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
   // capture, which cudaStreamEndCapture refuses as unjoined.
   const bool on_caller = order == StreamOrder::kOnStream || capturing;
   cudaStream_t stream = on_caller ? caller : c.stream;
-  unsigned long long stream_id = c.stream_id;
+  unsigned long long stream_id = 0;
   cudaEvent_t done = nullptr;
   absl::Status queued;
   {
@@ -549,15 +547,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
           queued = Cuda(cudaStreamWaitEvent(stream, c.ready, 0), "cudaStreamWaitEvent");
         }
       }
-      // One operation at a time, in posting order, whatever the streams:
-      // the kernels count this transport's calls and chunks.
-      if (queued.ok() && stream != c.stream) {
-        queued = Cuda(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
-      }
-      if (queued.ok() && c.last_stream_id.has_value() && *c.last_stream_id != stream_id) {
-        queued = Cuda(cudaStreamWaitEvent(stream, c.last_done, 0),
-                      "cudaStreamWaitEvent (the previous operation)");
-      }
+      if (queued.ok()) queued = c.order.Before(stream, &stream_id);
     }
     if (queued.ok()) queued = enqueue(stream, via);
     if (queued.ok() && !capturing) {
@@ -571,10 +561,7 @@ absl::StatusOr<Request> CudaIpcTransport::Launch(void* user_stream, StreamOrder 
         done = static_cast<cudaEvent_t>(*event);
         queued = Cuda(cudaEventRecord(done, stream), "cudaEventRecord");
       }
-      if (queued.ok()) {
-        c.last_stream_id = stream_id;
-        c.last_done = done;
-      }
+      if (queued.ok()) c.order.After(stream_id, done);
     }
   }
   if (!queued.ok()) {
@@ -755,7 +742,7 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
   RELAY_RETURN_IF_ERROR(
       Cuda(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking),
            "cudaStreamCreateWithFlags"));
-  RELAY_RETURN_IF_ERROR(Cuda(cudaStreamGetId(c.stream, &c.stream_id), "cudaStreamGetId"));
+  RELAY_RETURN_IF_ERROR(c.order.Init(c.stream));
   // Every kernel now, not at its first call (ipc_kernels.h says why).
   RELAY_RETURN_IF_ERROR(
       Cuda(static_cast<cudaError_t>(cuda_ipc::LoadKernels()), "loading the kernels"));

@@ -31,8 +31,7 @@ absl::Status PrepareCore(Core& core) {
   RELAY_RETURN_IF_ERROR(CudaStatus(
       cudaStreamCreateWithFlags(&core.stream, cudaStreamNonBlocking),
       "cudaStreamCreateWithFlags"));
-  RELAY_RETURN_IF_ERROR(
-      CudaStatus(cudaStreamGetId(core.stream, &core.stream_id), "cudaStreamGetId"));
+  RELAY_RETURN_IF_ERROR(core.order.Init(core.stream));
   RELAY_RETURN_IF_ERROR(CudaStatus(
       cudaEventCreateWithFlags(&core.ready, cudaEventDisableTiming),
       "cudaEventCreateWithFlags"));

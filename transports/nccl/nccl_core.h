@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/device_buffer_check.h"
 #include "runtime/device_watch.h"
+#include "runtime/operation_order.h"
 #include "runtime/request.h"
 #include "runtime/status_macros.h"
 #include "runtime/transport.h"
@@ -57,26 +58,14 @@ struct Core final : DeviceWatchOwner {
     return all;
   }
   cudaStream_t stream = nullptr;
-  unsigned long long stream_id = 0;  // cudaStreamGetId of `stream`.
   int32_t* barrier_scratch = nullptr;  // One device int for barriers.
   // Recorded on a caller's stream for `stream` to wait on; guarded by
   // enqueue_mu. One is enough: a stream waiting on an event captures its
   // state at cudaStreamWaitEvent, so it may be recorded again at once.
   cudaEvent_t ready = nullptr;
-  // The stream id and completion event of the operation queued last;
-  // guarded by enqueue_mu. An operation queued on another stream (a
-  // caller's, with StreamOrder::kOnStream) first waits for it, so this
-  // transport's NCCL work runs one operation at a time in posting order, as
-  // NCCL requires of one communicator and advises across communicators on
-  // one GPU (kernels of two that run at once may not both progress). The
-  // event may have gone back to the pool with its request: a wait captures
-  // its last record, which only a later Launch, under the same lock,
-  // changes. Streams are told apart by cudaStreamGetId, not by handle: CUDA
-  // hands a destroyed stream's handle out again while its work still runs
-  // (seen on an H200, cuda_ipc_transport_test), and an id is never reused.
-  // Calls captured into a graph change neither (LaunchCaptured).
-  unsigned long long last_stream_id = 0;
-  cudaEvent_t last_done = nullptr;
+  // One operation at a time, in posting order, whatever the streams (NCCL
+  // requires it of one communicator); guarded by enqueue_mu.
+  OperationOrder order;
   CheckedPointers checked_pointers;
 
   // NCCL communicators are not thread-safe: one enqueue at a time. Timed, so

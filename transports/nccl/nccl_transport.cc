@@ -181,7 +181,7 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
       // the event (docs/design/tuning-history.md).
       // StreamOrder::kOnStream: on the caller's stream itself, as bare NCCL
       // is called; it still runs after this transport's previous operation
-      // (Core::last_done, below).
+      // (Core::order, below).
       cudaStream_t stream = order == StreamOrder::kOnStream ? caller : c.stream;
       if (stream != caller) {
         queued = CudaStatus(cudaEventRecord(c.ready, caller),
@@ -191,24 +191,13 @@ absl::StatusOr<Request> NcclTransport::Launch(void* user_stream,
                               "cudaStreamWaitEvent");
         }
       }
-      // Another stream than the last operation's, told apart by id
-      // (Core::last_stream_id).
-      unsigned long long stream_id = c.stream_id;
-      if (queued.ok() && stream != c.stream) {
-        queued = CudaStatus(cudaStreamGetId(stream, &stream_id), "cudaStreamGetId");
-      }
-      if (queued.ok() && c.last_done != nullptr && stream_id != c.last_stream_id) {
-        queued = CudaStatus(cudaStreamWaitEvent(stream, c.last_done, 0),
-                            "cudaStreamWaitEvent (the previous operation)");
-      }
+      unsigned long long stream_id = 0;
+      if (queued.ok()) queued = c.order.Before(stream, &stream_id);
       if (queued.ok()) queued = enqueue(stream);
       if (queued.ok()) {
         queued = CudaStatus(cudaEventRecord(done, stream), "cudaEventRecord");
       }
-      if (queued.ok()) {
-        c.last_stream_id = stream_id;
-        c.last_done = done;
-      }
+      if (queued.ok()) c.order.After(stream_id, done);
     }
   }
   if (!aborted.ok()) return Request::Completed(std::move(aborted));
