@@ -121,6 +121,13 @@ size_t InMemoryStore::size() {
   return map_.size();
 }
 
+size_t InMemoryStore::size(absl::string_view prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [key, value] : map_) n += absl::StartsWith(key, prefix) ? 1 : 0;
+  return n;
+}
+
 // --- PrefixStore -------------------------------------------------------------
 
 std::string PrefixStore::Scoped(absl::string_view key) const {

@@ -73,6 +73,7 @@ class InMemoryStore final : public Store {
   absl::Status Delete(absl::string_view key) override;
   absl::Status DeletePrefix(absl::string_view prefix) override;
   size_t size();  // Keys held (tests).
+  size_t size(absl::string_view prefix);  // Keys that start with `prefix` (tests).
 
  private:
   // std::mutex rather than absl::Mutex throughout relay: Debian's Abseil is
