@@ -129,13 +129,15 @@ const Setting kSettings[] = {
      "parameters (2.8 us of host time a call on an H200 host, 1.9 us when "
      "they repeat the last call's, against 4.2-4.4 us for kernel, a plain "
      "launch)."},
-    {"RELAY_CUDA_IPC_GRAPH_LAUNCH_BYTES", K::kCount, "8192", 0, 68719476736, "", "Transports",
+    {"RELAY_CUDA_IPC_GRAPH_LAUNCH_BYTES", K::kCount, "262144", 0, 68719476736, "",
+     "Transports",
      "cuda_ipc calls that move fewer bytes than this (a rank's larger "
      "buffer) queue their kernels as RELAY_CUDA_IPC_LAUNCH says; calls of "
      "this many and more launch them as programmatic dependents of the call "
      "before, which overlap its end on the GPU but cost the host more (on 2 "
-     "H200s: 0.74-0.98x the time of an eager all_reduce from 8 KB, "
-     "0.96-1.20x up to 2 KB). 0: always launch."},
+     "H200s, eager all_reduce: graph relaunches took 0.74-0.95x the time "
+     "of dependents at 8 - 128 KB, dependents 0.91-0.97x at 256 KB - 8 MB). "
+     "0: always launch."},
     {"RELAY_CUDA_IPC_SHARED_GPU", K::kSwitch, "0", 0, 0, "", "Transports",
      "1 lets ranks of a cuda_ipc communicator that are processes share a "
      "GPU, to check the transport where fewer GPUs than ranks are lent: "

@@ -61,10 +61,10 @@ constexpr uint64_t kDefaultLowLatencyBytesMoreRanks = 64ull << 10;
 constexpr uint64_t kDefaultArenaBytesMoreRanks = 1024ull << 20;
 constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
 // Calls of this many bytes and more launch their kernels as programmatic
-// dependents instead of relaunching graphs: on 2 H200s 0.74-0.98x the time
-// of an eager all_reduce from 8 KB, against 0.96-1.20x up to 2 KB, where
-// the launch's host time shows (design note findings 42-43).
-constexpr uint64_t kDefaultGraphLaunchBytes = 8ull << 10;
+// dependents instead of relaunching graphs: on 2 H200s 0.91-0.97x the time
+// of an eager all_reduce from 256 KB; below it graph relaunches took
+// 0.74-0.95x the dependents' time (design note findings 43 and 47).
+constexpr uint64_t kDefaultGraphLaunchBytes = 256ull << 10;
 // all_gather and all_reduce store straight into peers' windows from this
 // many bytes a call. all_gather's two barriers (the peers must have started
 // before their outputs are written) cost 2 us a call on 2 H200s, and the
