@@ -481,10 +481,11 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   }
   // A stream-ordered transport on device memory queues the timed calls.
   const bool queued = on_device && caps.stream_ordered && !f.blocking;
-  if (f.held && !queued) {
+  if (f.held && (!queued || f.graph)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--held 1: the calls must queue on a CUDA stream (device memory, a stream-ordered "
-        "transport, --api async); transport ", f.transport, " here does not"));
+        "transport, --api async); ", f.graph ? "--api graph replays them instead"
+                                             : "transport " + f.transport + " here does not"));
   }
   Call call = MakeCall(kind, f, rank, count, in_place);
   DeviceMirror device;
@@ -573,10 +574,9 @@ absl::Status RunRow(Communicator& comm, CollectiveKind kind, const Flags& f,
   sync.timeout = f.timeout;
   RELAY_ASSIGN_OR_RETURN(Request b, comm.Barrier(sync));
   RELAY_RETURN_IF_ERROR(b.Wait());
-  const bool hold = f.held && queued;
   const absl::Time start = absl::Now();
-  RELAY_RETURN_IF_ERROR(run(f.iters, hold));
-  *time_us = absl::ToDoubleMicroseconds(absl::Now() - (hold ? issued : start)) / f.iters;
+  RELAY_RETURN_IF_ERROR(run(f.iters, f.held));
+  *time_us = absl::ToDoubleMicroseconds(absl::Now() - (f.held ? issued : start)) / f.iters;
   *issue_us = queued
                   ? absl::ToDoubleMicroseconds(issued - start) / f.iters
                   : -1;

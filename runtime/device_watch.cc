@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/device_runtime.h"
+#include "runtime/device_status.h"
 #include "runtime/fast_clock.h"
 #include "runtime/finished_prefix.h"
 #include "runtime/thread_name.h"
@@ -23,11 +24,6 @@ constexpr std::chrono::microseconds kMinPause(50);
 // look costs O(batch), not O(queue), under the lock each Watch may take: a
 // loop that queues faster than the GPU runs queues thousands.
 constexpr size_t kProbeBatch = 256;
-
-absl::Status QueryError(int error, const char* call) {
-  return absl::InternalError(
-      absl::StrCat(call, ": ", device_runtime::ErrorString(error), " (CUDA error ", error, ")"));
-}
 
 }  // namespace
 
@@ -84,7 +80,7 @@ absl::StatusOr<void*> DeviceWatch::GetEvent() {
   }
   void* e = nullptr;
   if (const int error = device_runtime::CreateEvent(&e); error != 0) {
-    return QueryError(error, "cudaEventCreateWithFlags");
+    return DeviceStatus(error, "cudaEventCreateWithFlags");
   }
   return e;
 }
@@ -210,7 +206,7 @@ void DeviceWatch::Loop() {
 absl::Status DeviceRequest::StreamWait(void* cuda_stream) {
   if (done() && !status().ok()) return status();
   if (const int error = device_runtime::StreamWaitEvent(cuda_stream, done_event_); error != 0) {
-    return QueryError(error, "cudaStreamWaitEvent");
+    return DeviceStatus(error, "cudaStreamWaitEvent");
   }
   return absl::OkStatus();
 }
@@ -226,7 +222,7 @@ bool DeviceRequest::Check() {
 void DeviceRequest::Finish(int query_error) {
   if (done()) return;
   absl::Status outcome = query_error == 0 ? watch_->owner().Finished(*this)
-                                          : QueryError(query_error, "cudaEventQuery");
+                                          : DeviceStatus(query_error, "cudaEventQuery");
   // A failure after the start leaves the ranks out of step.
   if (!outcome.ok()) watch_->owner().Abort(outcome);
   Complete(std::move(outcome));

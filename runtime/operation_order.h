@@ -29,8 +29,8 @@
 #define RELAY_RUNTIME_OPERATION_ORDER_H_
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "runtime/device_runtime.h"
+#include "runtime/device_status.h"
 
 namespace relay {
 
@@ -39,7 +39,7 @@ class OperationOrder {
   // `own_stream`: the transport's stream, whose id is asked once, here.
   absl::Status Init(void* own_stream) {
     own_ = own_stream;
-    return Check(device_runtime::StreamId(own_stream, &own_id_), "cudaStreamGetId");
+    return DeviceStatus(device_runtime::StreamId(own_stream, &own_id_), "cudaStreamGetId");
   }
 
   // Before an operation is queued on `stream`: its id into `*id` (asked of
@@ -48,14 +48,14 @@ class OperationOrder {
   absl::Status Before(void* stream, unsigned long long* id) const {
     *id = own_id_;
     if (stream != own_) {
-      if (absl::Status s = Check(device_runtime::StreamId(stream, id), "cudaStreamGetId");
+      if (absl::Status s = DeviceStatus(device_runtime::StreamId(stream, id), "cudaStreamGetId");
           !s.ok()) {
         return s;
       }
     }
     if (last_done_ == nullptr || *id == last_id_) return absl::OkStatus();
-    return Check(device_runtime::StreamWaitEvent(stream, last_done_),
-                 "cudaStreamWaitEvent (the previous operation)");
+    return DeviceStatus(device_runtime::StreamWaitEvent(stream, last_done_),
+                        "cudaStreamWaitEvent (the previous operation)");
   }
 
   // The operation is queued on the stream of id `id`, and `done` recorded
@@ -72,12 +72,6 @@ class OperationOrder {
   }
 
  private:
-  static absl::Status Check(int error, const char* call) {
-    if (error == 0) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat(call, ": ", device_runtime::ErrorString(error),
-                                            " (CUDA error ", error, ")"));
-  }
-
   void* own_ = nullptr;
   unsigned long long own_id_ = 0;
   unsigned long long last_id_ = 0;  // Meaningful once last_done_ is set.
