@@ -95,7 +95,8 @@ const Setting kSettings[] = {
      "run faster (on 4 H200s, 1 GiB took all_reduce from 0.88-0.92x to "
      "0.91-0.95x NCCL's busbw at 256 MB - 2 GB). Flags, low-latency words "
      "the point-to-point channels and 128-byte lines add 40 MiB more."},
-    {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount, "4194304", 0, 68719476736, "",
+    {"RELAY_CUDA_IPC_ONE_SHOT_BYTES", K::kCount,
+     "8388608 (8 MiB) on 2 ranks, 4194304 (4 MiB) on more", 0, 68719476736, "",
      "Transports",
      "cuda_ipc all_reduce hands every rank every peer's whole contribution "
      "(one-shot) while (ranks - 1) x its bytes stay within this, and "

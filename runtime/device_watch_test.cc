@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "testing/device_memory.h"
 
 namespace relay {
 namespace {
@@ -84,7 +85,7 @@ class DeviceWatchTest : public ::testing::Test {
     owner_->watch.Start("relay-test");
   }
   void TearDown() override {
-    if (!release_.HasBeenNotified()) release_.Notify();
+    hold_.Release();
     if (owner_ != nullptr && !owner_->health_release.HasBeenNotified()) {
       owner_->health_release.Notify();
     }
@@ -109,17 +110,13 @@ class DeviceWatchTest : public ::testing::Test {
     owner_->watch.Watch(r);
     return r;
   }
-  // Holds the stream back until release_ is notified (TearDown does, and
-  // drains the stream before release_ goes).
+  // Holds the stream back until hold_ is released (TearDown does, and
+  // drains the stream after).
   void Hold() {
-    ASSERT_EQ(cudaLaunchHostFunc(
-                  stream_,
-                  [](void* n) {
-                    static_cast<absl::Notification*>(n)->WaitForNotificationWithTimeout(
-                        absl::Seconds(30));
-                  },
-                  &release_),
-              cudaSuccess);
+    absl::StatusOr<StreamHold> hold =
+        StreamHold::On(stream_, absl::Seconds(30));
+    ASSERT_TRUE(hold.ok()) << hold.status();
+    hold_ = *std::move(hold);
   }
   // Waits (polling done(), not Wait: only the watchdog may complete it).
   static bool DoneWithin(const DeviceRequest& r, absl::Duration limit) {
@@ -133,7 +130,7 @@ class DeviceWatchTest : public ::testing::Test {
   void* a_ = nullptr;
   void* b_ = nullptr;
   std::shared_ptr<Owner> owner_;
-  absl::Notification release_;
+  StreamHold hold_;
 };
 
 TEST_F(DeviceWatchTest, CompletesRequestsNobodyWaitsOnInPostingOrder) {
@@ -179,7 +176,7 @@ TEST_F(DeviceWatchTest, ARequestPastItsDeadlineAbortsTheOwner) {
   auto after = Post("after", absl::Seconds(30));
   EXPECT_TRUE(after->done());
   EXPECT_EQ(after->status(), late->status());
-  release_.Notify();
+  hold_.Release();
 }
 
 TEST_F(DeviceWatchTest, AFailedVerdictFailsTheRequestAndAborts) {
@@ -198,7 +195,7 @@ TEST_F(DeviceWatchTest, AFailedHealthCheckAborts) {
   owner_->sick.store(true);
   ASSERT_TRUE(DoneWithin(*r, absl::Seconds(5)));
   EXPECT_TRUE(absl::IsUnavailable(r->status())) << r->status();
-  release_.Notify();
+  hold_.Release();
 }
 
 // The watchdog is held inside Health (it asks after every look) while 20
@@ -232,7 +229,7 @@ TEST_F(DeviceWatchTest, StreamWaitOrdersAnotherStream) {
   ASSERT_TRUE(r->StreamWait(other).ok());
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(cudaStreamQuery(other), cudaErrorNotReady);  // Behind the held request.
-  release_.Notify();
+  hold_.Release();
   EXPECT_EQ(cudaStreamSynchronize(other), cudaSuccess);
   EXPECT_TRUE(DoneWithin(*r, absl::Seconds(5)));
   cudaStreamDestroy(other);
@@ -257,7 +254,7 @@ TEST_F(DeviceWatchTest, AGlobalCaptureOnAnotherThreadStillEnds) {
   if (graph != nullptr) cudaGraphDestroy(graph);
   EXPECT_FALSE(r->done()) << r->status();
   EXPECT_FALSE(owner_->Aborted()) << owner_->AbortReason();
-  release_.Notify();
+  hold_.Release();
   ASSERT_TRUE(DoneWithin(*r, absl::Seconds(5)));
   EXPECT_TRUE(r->status().ok()) << r->status();
   cudaStreamDestroy(capturing);

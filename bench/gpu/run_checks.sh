@@ -63,9 +63,9 @@ for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
     --timeout 600 -- "$here/collectives" --transport cuda_ipc --collective "$c" \
     -b 8 -e 256M -f 4 -n 5 -w 2 -c 1
 done
-# On the caller's stream (StreamOrder::kOnStream), where a request is done
-# by its kernels' own count, not an event; the harness's barriers between
-# rows go after the stream, so the transport switches streams both ways.
+# On the caller's stream (StreamOrder::kOnStream); the harness's barriers
+# between rows go after the stream, so the transport switches streams both
+# ways.
 for c in all_reduce all_gather reduce_scatter all_to_all broadcast; do
   check "cuda_ipc_processes_on_stream_$c" python3 "$here/relayrun" -n "$ipc_ranks" \
     --no-prefix --timeout 600 -- "$here/collectives" --transport cuda_ipc \

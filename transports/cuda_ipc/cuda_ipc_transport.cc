@@ -59,7 +59,11 @@ constexpr uint64_t kDefaultLowLatencyBytesMoreRanks = 64ull << 10;
 // pieces (a 1 GiB arena) ran all_reduce 3-6% faster than 64 MiB ones from
 // 64 MB (0.91-0.95x NCCL's busbw at 256 MB - 2 GB, against 0.88-0.92x).
 constexpr uint64_t kDefaultArenaBytesMoreRanks = 1024ull << 20;
-constexpr uint64_t kDefaultOneShotBytes = 4ull << 20;
+// One-shot while (ranks - 1) x the bytes stay within this. On 2 H200s an
+// eager 8 MB all_reduce took 0.97x two-shot's time one-shot; one-shot in
+// steps lost (design note finding 48). More ranks: unmeasured past 4 MiB.
+constexpr uint64_t kDefaultOneShotBytes = 8ull << 20;
+constexpr uint64_t kDefaultOneShotBytesMoreRanks = 4ull << 20;
 // Calls of this many bytes and more launch their kernels as programmatic
 // dependents instead of relaunching graphs: on 2 H200s 0.91-0.97x the time
 // of an eager all_reduce from 256 KB; below it graph relaunches took
@@ -703,7 +707,8 @@ absl::StatusOr<std::unique_ptr<Transport>> CudaIpcTransportFactory::Connect(
                                                    : kDefaultArenaBytes));
   RELAY_ASSIGN_OR_RETURN(
       const uint64_t one_shot_bytes,
-      ReadCount("RELAY_CUDA_IPC_ONE_SHOT_BYTES", kDefaultOneShotBytes));
+      ReadCount("RELAY_CUDA_IPC_ONE_SHOT_BYTES",
+                config.size > 2 ? kDefaultOneShotBytesMoreRanks : kDefaultOneShotBytes));
   RELAY_ASSIGN_OR_RETURN(const uint64_t low_latency_bytes,
                          ReadCount("RELAY_CUDA_IPC_LOW_LATENCY_BYTES",
                                    config.size > 2 ? kDefaultLowLatencyBytesMoreRanks

@@ -20,7 +20,7 @@
 // Collectives. all_reduce by relay's kernels (ipc_kernels.h): one-shot (each
 // rank stores its contribution into every peer's arena and reduces what it
 // received) while (ranks - 1) x the bytes stay within
-// RELAY_CUDA_IPC_ONE_SHOT_BYTES (4 MiB), two-shot (each rank reduces one
+// RELAY_CUDA_IPC_ONE_SHOT_BYTES (8 MiB on 2 ranks), two-shot (each rank reduces one
 // slice and stores the result into every peer's arena) above, in pieces
 // that fit the arena (a quarter of it on 2 ranks); every dtype and op, the
 // 16-bit floats accumulating in float32. Up to 64 KB the one-shot sends

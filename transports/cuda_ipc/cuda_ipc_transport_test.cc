@@ -66,49 +66,6 @@ absl::Status CudaCheck(cudaError_t e, const char* what) {
   return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
 }
 
-// Holds streams: a host function queued on one waits until Open(), so the
-// work queued behind it waits and the GPU is busy. Opens after 10 s
-// whatever happens (a CUDA call that waits for the held stream then fails
-// its test instead of hanging it), and on destruction. Its flag is static
-// (one per slot, a rank's): the host function may read it after the test
-// has returned.
-class Gate {
- public:
-  explicit Gate(int slot) : open_(Flags()[slot % 2]) {
-    open_.store(false);
-    at_the_latest_ = std::thread([this] {
-      for (int i = 0; i < 1000 && !open_.load(); ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-      open_.store(true);
-    });
-  }
-  ~Gate() {
-    Open();
-    at_the_latest_.join();
-  }
-  Gate(const Gate&) = delete;
-  Gate& operator=(const Gate&) = delete;
-  absl::Status Hold(void* stream) {
-    return CudaCheck(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), Wait, &open_),
-                     "cudaLaunchHostFunc");
-  }
-  void Open() { open_.store(true); }
-
- private:
-  static std::atomic<bool>* Flags() {
-    static std::atomic<bool> flags[2];
-    return flags;
-  }
-  static void Wait(void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  std::atomic<bool>& open_;
-  std::thread at_the_latest_;
-};
-
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -271,8 +228,7 @@ TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
         const double* src = reinterpret_cast<const double*>(in.data());
         RELAY_ASSIGN_OR_RETURN(DeviceStream busy, DeviceStream::Create());
         RELAY_ASSIGN_OR_RETURN(DeviceStream stream, DeviceStream::Create());
-        Gate gate(rank);
-        RELAY_RETURN_IF_ERROR(gate.Hold(busy.get()));
+        RELAY_ASSIGN_OR_RETURN(StreamHold hold, StreamHold::On(busy.get()));
         CollectiveOptions opts;
         opts.stream = stream.get();
         opts.stream_order = StreamOrder::kOnStream;
@@ -295,7 +251,7 @@ TEST(CudaIpcTransportTest, FirstCallsDoNotWaitForABusyGpu) {
                            Buffer::Of(reinterpret_cast<double*>(ring.data()), kCount, dev),
                            ReduceOp::kMin, ring_opts));
         const double queued_s = SecondsSince(start);
-        gate.Open();
+        hold.Release();
         RELAY_RETURN_IF_ERROR(reduced.Wait(absl::Seconds(60)));
         RELAY_RETURN_IF_ERROR(all.Wait(absl::Seconds(60)));
         RELAY_RETURN_IF_ERROR(ringed.Wait(absl::Seconds(60)));
@@ -1125,8 +1081,7 @@ TEST(CudaIpcTransportTest, CallerStreamDestroyedAfterItsCall) {
 }
 
 // A caller's stream destroyed while its call (an all_reduce) still waits
-// behind other work (a host function holding the stream until the test
-// opens a gate), then a new stream: a call there (a broadcast: another
+// behind other work (a StreamHold until the test releases it), then a new stream: a call there (a broadcast: another
 // kernel, so another of the launcher's graphs, which would order calls of
 // one kernel by themselves) must not run before the first one. CUDA hands
 // the destroyed stream's handle out again while its work is pending (the
@@ -1170,14 +1125,14 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
                                                      kCount * 4, cudaMemcpyHostToDevice),
                                           "copy in"));
         }
-        Gate gate(rank);
+        StreamHold hold;
         const auto held_at = std::chrono::steady_clock::now();
         Request first, second;
         void* gone_handle = nullptr;
         {
           RELAY_ASSIGN_OR_RETURN(DeviceStream gone, DeviceStream::Create());
           gone_handle = gone.get();
-          RELAY_RETURN_IF_ERROR(gate.Hold(gone.get()));
+          RELAY_ASSIGN_OR_RETURN(hold, StreamHold::On(gone.get()));
           opts.stream = gone.get();
           RELAY_ASSIGN_OR_RETURN(first, comm.AllReduce(ConstBuffer::Of(first_data, kCount, dev),
                                                        Buffer::Of(first_data, kCount, dev),
@@ -1199,7 +1154,7 @@ TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         const cudaError_t pending = cudaStreamQuery(static_cast<cudaStream_t>(next.get()));
         const bool second_done = second.Test();
-        gate.Open();
+        hold.Release();
         absl::Status result = first.Wait(absl::Seconds(60));
         absl::Status w = second.Wait(absl::Seconds(60));
         if (result.ok()) result = w;
