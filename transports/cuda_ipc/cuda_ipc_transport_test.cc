@@ -22,6 +22,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "relay.h"
 #include "runtime/status_macros.h"
@@ -1080,10 +1082,88 @@ TEST(CudaIpcTransportTest, CallerStreamDestroyedAfterItsCall) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// A call after the caller's stream (the default order) reads what the
+// stream's last copy wrote, the copy held behind other work: on the
+// caller's own stream, and on a blocking stream with the call on the
+// legacy default stream, whose work waits for every blocking stream's.
+// Small calls relaunch graphs, larger ones launch as dependents: both.
+TEST(CudaIpcTransportTest, CallsAfterABusyStreamWaitForIt) {
+  if (Ranks() < 2) GTEST_SKIP() << kNeedsTwo;
+  absl::Status s = RunRanks(
+      2, Factory(), DefaultEngine(),
+      [](Communicator& comm) -> absl::Status {
+        const int rank = comm.rank();
+        const Device dev = Device::Cuda(GpuOfLocalRank(rank));
+        auto value = [](size_t i, int r, int round) {
+          return static_cast<float>((i * 13 + r * 7 + round * 1000) % 4093);
+        };
+        for (size_t count : {size_t{4096}, size_t{131072}}) {
+          const size_t bytes = count * sizeof(float);
+          RELAY_ASSIGN_OR_RETURN(DeviceBytes in, DeviceBytes::Allocate(bytes));
+          RELAY_ASSIGN_OR_RETURN(DeviceBytes fresh, DeviceBytes::Allocate(bytes));
+          RELAY_ASSIGN_OR_RETURN(DeviceBytes out, DeviceBytes::Allocate(bytes));
+          std::vector<float> stale(count), next(count);
+          for (size_t i = 0; i < count; ++i) {
+            stale[i] = value(i, rank, 0);
+            next[i] = value(i, rank, 1);
+          }
+          RELAY_RETURN_IF_ERROR(fresh.CopyFrom(next.data(), bytes));
+          for (bool legacy : {false, true}) {
+            RELAY_RETURN_IF_ERROR(in.CopyFrom(stale.data(), bytes));
+            cudaStream_t busy = nullptr;
+            RELAY_RETURN_IF_ERROR(CudaCheck(
+                cudaStreamCreateWithFlags(&busy, legacy ? cudaStreamDefault
+                                                        : cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags"));
+            absl::StatusOr<StreamHold> hold = StreamHold::On(busy);
+            Request reduced;
+            absl::Status called = hold.status();
+            if (called.ok()) {
+              called = CudaCheck(cudaMemcpyAsync(in.data(), fresh.data(), bytes,
+                                                 cudaMemcpyDeviceToDevice, busy),
+                                 "cudaMemcpyAsync");
+            }
+            if (called.ok()) {
+              CollectiveOptions opts;  // After the stream.
+              opts.stream = legacy ? nullptr : busy;
+              absl::StatusOr<Request> r = comm.AllReduce(
+                  ConstBuffer::Of(reinterpret_cast<const float*>(in.data()), count, dev),
+                  Buffer::Of(reinterpret_cast<float*>(out.data()), count, dev),
+                  ReduceOp::kSum, opts);
+              called = r.status();
+              if (r.ok()) reduced = *std::move(r);
+            }
+            absl::SleepFor(absl::Milliseconds(20));  // The copy is still held.
+            if (hold.ok()) hold->Release();
+            if (called.ok()) called = reduced.Wait(absl::Seconds(60));
+            cudaStreamSynchronize(busy);
+            cudaStreamDestroy(busy);
+            RELAY_RETURN_IF_ERROR(called);
+            std::vector<float> got(count);
+            RELAY_RETURN_IF_ERROR(out.CopyTo(got.data(), bytes));
+            for (size_t i = 0; i < count; ++i) {
+              const float want = value(i, 0, 1) + value(i, 1, 1);
+              if (got[i] != want) {
+                return absl::InternalError(absl::StrCat(
+                    "rank ", rank, ", ", count, " floats after ",
+                    legacy ? "the legacy stream (copy on a blocking one)" : "its own stream",
+                    ": element ", i, " is ", got[i], ", want ", want,
+                    " (the call did not wait for the stream's copy)"));
+              }
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      {}, OneGpuPerRank());
+  EXPECT_TRUE(s.ok()) << s;
+}
+
 // A caller's stream destroyed while its call (an all_reduce) still waits
-// behind other work (a StreamHold until the test releases it), then a new stream: a call there (a broadcast: another
-// kernel, so another of the launcher's graphs, which would order calls of
-// one kernel by themselves) must not run before the first one. CUDA hands
+// behind other work (a StreamHold until the test releases it), then a new
+// stream: a call there (a broadcast: another kernel, so another of the
+// launcher's graphs, which would order calls of one kernel by themselves)
+// must not run before the first one. CUDA hands
 // the destroyed stream's handle out again while its work is pending (the
 // test tries 256 new streams to get it, and says whether it did), so the
 // transport tells streams apart by cudaStreamGetId, never by handle.
