@@ -20,18 +20,19 @@
 // Collectives. all_reduce by relay's kernels (ipc_kernels.h): one-shot (each
 // rank stores its contribution into every peer's arena and reduces what it
 // received) while (ranks - 1) x the bytes stay within
-// RELAY_CUDA_IPC_ONE_SHOT_BYTES (8 MiB on 2 ranks), two-shot (each rank reduces one
-// slice and stores the result into every peer's arena) above, in pieces
-// that fit the arena (a quarter of it on 2 ranks); every dtype and op, the
-// 16-bit floats accumulating in float32. Up to 64 KB the one-shot sends
-// each 4 data bytes with the call's epoch in one 8-byte store, and
-// receivers poll the data itself (no barrier). all_gather, reduce_scatter,
-// broadcast, all_to_all, gather, scatter and reduce are one exchange each:
-// every rank stores what each peer needs into that peer's arena, the ranks
-// meet at a flag barrier, and each copies or reduces what it received into
-// its output (in pieces of up to half the arena / ranks; from 64 MiB a
-// call in 4 steps, one step's stores travelling while the last is copied
-// or reduced). barrier is a one-element all_reduce.
+// RELAY_CUDA_IPC_ONE_SHOT_BYTES (8 MiB on 2 ranks), two-shot (each rank
+// reduces one slice and stores the result into every peer's arena) above,
+// in pieces that fit the arena (a quarter of it on 2 ranks); every dtype
+// and op, the 16-bit floats accumulating in float32. Up to
+// RELAY_CUDA_IPC_LOW_LATENCY_BYTES (256 KiB on 2 ranks, 64 KiB on more) the
+// one-shot sends each 4 data bytes with the call's epoch in one 8-byte
+// store, and receivers poll the data itself (no barrier). all_gather,
+// reduce_scatter, broadcast, all_to_all, gather, scatter and reduce are one
+// exchange each: every rank stores what each peer needs into that peer's
+// arena, the ranks meet at a flag barrier, and each copies or reduces what
+// it received into its output (in pieces of up to half the arena / ranks;
+// from 64 MiB a call in 4 steps, one step's stores travelling while the
+// last is copied or reduced). barrier is a one-element all_reduce.
 //
 // Point-to-point. Isend, Irecv and PostBatch move device memory in 1 MiB
 // chunks through a two-chunk channel per pair in the receiver's arena, by

@@ -1163,10 +1163,10 @@ TEST(CudaIpcTransportTest, CallsAfterABusyStreamWaitForIt) {
 // behind other work (a StreamHold until the test releases it), then a new
 // stream: a call there (a broadcast: another kernel, so another of the
 // launcher's graphs, which would order calls of one kernel by themselves)
-// must not run before the first one. CUDA hands
-// the destroyed stream's handle out again while its work is pending (the
-// test tries 256 new streams to get it, and says whether it did), so the
-// transport tells streams apart by cudaStreamGetId, never by handle.
+// must not run before the first one. CUDA hands the destroyed stream's
+// handle out again while its work is pending (the test tries 256 new
+// streams to get it, and says whether it did), so the transport tells
+// streams apart by cudaStreamGetId, never by handle.
 TEST(CudaIpcTransportTest, CallOnANewStreamWaitsForADestroyedStreamsCall) {
   if (Ranks() < 1) GTEST_SKIP() << "needs a GPU";
   const int ranks = std::min(Ranks(), 2);
