@@ -86,14 +86,20 @@ int Main(int argc, char** argv) {
   FaultInjectingTransportFactory factory(**loopback, plan);
   CommunicatorOptions options;
   options.default_timeout =
-      absl::Milliseconds(mode == "stall" ? (signal ? 2000 : 500) : 30000);
+      absl::Milliseconds(mode == "stall" ? (signal ? 5000 : 500) : 30000);
   if (mode == "mismatch") options.check_level = CheckLevel::kFingerprint;
   std::vector<absl::Status> results(kRanks);
   std::thread signaller;
   std::atomic<int> copied{-1};
+  // Ranks that stand where the signal must find them: the others with
+  // all_reduce #K posted, the stalled one at its stall. The signal waits for
+  // all of them rather than for a fixed time, which a loaded machine outruns.
+  std::atomic<int> in_place{0};
   if (signal) {
     signaller = std::thread([&] {
-      absl::SleepFor(absl::Milliseconds(300));
+      for (int tries = 0; tries < 3000 && in_place < kRanks; ++tries) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
       raise(SIGUSR1);
       // Wait for every rank's signal record, then keep a copy in D.
       for (int tries = 0; tries < 200; ++tries) {
@@ -130,8 +136,11 @@ int Main(int argc, char** argv) {
           absl::SleepFor(absl::Milliseconds(1500));
           return absl::OkStatus();
         }
-        if (signal) {  // Stuck elsewhere while the signal comes.
-          absl::SleepFor(absl::Milliseconds(1000));
+        if (signal) {  // Stuck elsewhere until the signal's records are copied.
+          ++in_place;
+          for (int tries = 0; tries < 3000 && copied < 0; ++tries) {
+            absl::SleepFor(absl::Milliseconds(5));
+          }
           return absl::OkStatus();
         }
         // Stuck elsewhere; its record is dumped on request.
@@ -145,6 +154,7 @@ int Main(int argc, char** argv) {
       absl::StatusOr<Request> r = comm.AllReduce(
           ConstBuffer::Of(data.data(), count), Buffer::Of(data.data(), count),
           ReduceOp::kSum, ring);
+      if (signal && i == at) ++in_place;
       result = r.ok() ? r->Wait() : r.status();
     }
     results[comm.rank()] = result;
