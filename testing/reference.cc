@@ -95,9 +95,12 @@ std::vector<char> Encode(DataType dtype, const std::vector<double>& values) {
   return out;
 }
 
-std::vector<double> Decode(DataType dtype, const void* data, size_t count) {
-  std::vector<double> out(count);
-  for (size_t i = 0; i < count; ++i) out[i] = DecodeAt(dtype, data, i);
+std::vector<char> InputBytes(DataType dtype, ReduceOp op, int rank,
+                             size_t count) {
+  std::vector<char> out(count * DataTypeSize(dtype));
+  for (size_t i = 0; i < count; ++i) {
+    EncodeAt(dtype, InputValue(dtype, op, rank, i), out.data(), i);
+  }
   return out;
 }
 
@@ -119,50 +122,6 @@ double ReduceValues(DataType dtype, ReduceOp op,
     if (!IsFloatingPoint(dtype)) acc = std::trunc(acc);
   }
   return acc;
-}
-
-std::vector<double> Expected(CollectiveKind kind, DataType dtype, ReduceOp op,
-                             int root, int rank, size_t count,
-                             const std::vector<std::vector<double>>& inputs) {
-  const size_t n = inputs.size(), me = static_cast<size_t>(rank);
-  auto reduced = [&](size_t offset, size_t len) {
-    std::vector<double> out(len), column(n);
-    for (size_t i = 0; i < len; ++i) {
-      for (size_t r = 0; r < n; ++r) column[r] = inputs[r][offset + i];
-      out[i] = ReduceValues(dtype, op, column);
-    }
-    return out;
-  };
-  std::vector<double> out;
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      return reduced(0, count);
-    case CollectiveKind::kReduce:
-      return rank == root ? reduced(0, count) : out;
-    case CollectiveKind::kBroadcast:
-      return inputs[root];
-    case CollectiveKind::kReduceScatter:
-      return reduced(me * count, count);
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kGather:
-      if (kind == CollectiveKind::kGather && rank != root) return out;
-      for (size_t r = 0; r < n; ++r) {
-        out.insert(out.end(), inputs[r].begin(), inputs[r].begin() + count);
-      }
-      return out;
-    case CollectiveKind::kScatter:
-      return std::vector<double>(inputs[root].begin() + me * count,
-                                 inputs[root].begin() + (me + 1) * count);
-    case CollectiveKind::kAllToAll:
-      for (size_t r = 0; r < n; ++r) {
-        out.insert(out.end(), inputs[r].begin() + me * count,
-                   inputs[r].begin() + (me + 1) * count);
-      }
-      return out;
-    case CollectiveKind::kBarrier:
-      return out;
-  }
-  return out;
 }
 
 double ExpectedValue(CollectiveKind kind, DataType dtype, ReduceOp op,
@@ -217,18 +176,17 @@ bool Matches(DataType dtype, ReduceOp op, double want, double got) {
          Tolerance(dtype, op) * std::max(1.0, std::fabs(want));
 }
 
-size_t CountMismatches(DataType dtype, ReduceOp op,
-                       const std::vector<double>& want,
-                       const std::vector<double>& got, std::string* detail) {
+size_t CountWrong(CollectiveKind kind, DataType dtype, ReduceOp op, int root,
+                  int rank, int size, size_t count, const void* got,
+                  size_t got_count, std::string* detail) {
   size_t wrong = 0;
-  if (want.size() != got.size()) {
-    if (detail) *detail = absl::StrCat("size ", got.size(), " != ", want.size());
-    return std::max(want.size(), got.size());
-  }
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (Matches(dtype, op, want[i], got[i])) continue;
+  for (size_t i = 0; i < got_count; ++i) {
+    const double want =
+        ExpectedValue(kind, dtype, op, root, rank, size, count, i);
+    const double value = DecodeAt(dtype, got, i);
+    if (Matches(dtype, op, want, value)) continue;
     if (detail != nullptr && wrong < 5) {
-      absl::StrAppend(detail, " [", i, "] want ", want[i], " got ", got[i], ";");
+      absl::StrAppend(detail, " [", i, "] want ", want, " got ", value, ";");
     }
     ++wrong;
   }

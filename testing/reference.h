@@ -33,27 +33,24 @@ std::vector<double> InputValues(DataType dtype, ReduceOp op, int rank,
 void EncodeAt(DataType dtype, double value, void* data, size_t i);
 double DecodeAt(DataType dtype, const void* data, size_t i);
 
-// Packs values into the bytes of `dtype` and back.
+// Packs values into the bytes of `dtype`.
 std::vector<char> Encode(DataType dtype, const std::vector<double>& values);
-std::vector<double> Decode(DataType dtype, const void* data, size_t count);
+// Rank `rank`'s input as the bytes of `dtype`: Encode(InputValues(...))
+// without the vector of doubles.
+std::vector<char> InputBytes(DataType dtype, ReduceOp op, int rank,
+                             size_t count);
 
 // The value `op` makes of `values` (one element across ranks), in `dtype`'s
 // arithmetic: integer averages truncate toward zero.
 double ReduceValues(DataType dtype, ReduceOp op,
                     const std::vector<double>& values);
 
-// The expected recv buffer of `rank` for `kind`, given every rank's send
-// vector (`inputs[r]`, laid out as that rank passes it). `count` follows
-// runtime/collective.h's per-rank convention. Empty where the recv buffer is
-// not defined on this rank (reduce and gather off the root; barrier).
-std::vector<double> Expected(CollectiveKind kind, DataType dtype, ReduceOp op,
-                             int root, int rank, size_t count,
-                             const std::vector<std::vector<double>>& inputs);
-
 // Element `i` of the expected recv buffer of `rank` in a group of `size`
-// whose every rank sent InputValues(dtype, op, r, ...): computed on the fly,
-// for checking large buffers without materialising every rank's input.
-// Only for elements where the recv buffer is defined (see Expected).
+// whose every rank sent InputValues(dtype, op, r, ...), laid out as that
+// rank passes it; `count` follows runtime/collective.h's per-rank
+// convention. Computed on the fly, so large buffers are checked without
+// materialising every rank's input. Only for elements where the recv buffer
+// is defined (not reduce or gather off the root, nor barrier).
 double ExpectedValue(CollectiveKind kind, DataType dtype, ReduceOp op,
                      int root, int rank, int size, size_t count, size_t i);
 
@@ -61,11 +58,12 @@ double ExpectedValue(CollectiveKind kind, DataType dtype, ReduceOp op,
 // of floating-point averages).
 bool Matches(DataType dtype, ReduceOp op, double want, double got);
 
-// Compares `got` with `want`; returns how many elements differ, and puts a
-// description of the first few into `detail`.
-size_t CountMismatches(DataType dtype, ReduceOp op,
-                       const std::vector<double>& want,
-                       const std::vector<double>& got, std::string* detail);
+// Compares the `got_count` elements of `dtype` at `got` with ExpectedValue;
+// returns how many differ, and appends a description of the first few to
+// `detail` (when not null).
+size_t CountWrong(CollectiveKind kind, DataType dtype, ReduceOp op, int root,
+                  int rank, int size, size_t count, const void* got,
+                  size_t got_count, std::string* detail);
 
 }  // namespace relay
 
