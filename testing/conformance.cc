@@ -401,10 +401,15 @@ std::vector<ConformanceCase> DeviceAlgorithmConformanceCases(int size) {
 absl::Status RunConformanceCase(const ConformanceCase& c,
                                 TransportFactory& factory,
                                 const CollectiveEngine& engine) {
-  return RunRanksWithStore(c.size, factory, engine, [&](Communicator& comm, Store& store) {
-    BarrierArrivals arrived(store, "barrier");
-    return RunOneRank(c, comm, arrived);
-  });
+  CommunicatorOptions options;
+  options.failure_poll_interval = absl::ZeroDuration();
+  return RunRanksWithStore(
+      c.size, factory, engine,
+      [&](Communicator& comm, Store& store) {
+        BarrierArrivals arrived(store, "barrier");
+        return RunOneRank(c, comm, arrived);
+      },
+      options);
 }
 
 absl::Status RunConformanceCasesOnOneGroup(

@@ -88,8 +88,11 @@ std::vector<ConformanceCase> DeviceConformanceCases(int size);
 // cases, each with on_device set.
 std::vector<ConformanceCase> DeviceAlgorithmConformanceCases(int size);
 
-// Runs one case on `c.size` ranks as threads; OK or an error naming the
-// rank and the first mismatching elements.
+// Runs one case on `c.size` ranks as threads, each on a fresh communicator
+// without failure propagation (a case succeeds or fails on its own, and the
+// monitor's thread per rank was half the threads a case started: under
+// ThreadSanitizer, starting threads was most of the suite's time); OK or an
+// error naming the rank and the first mismatching elements.
 absl::Status RunConformanceCase(const ConformanceCase& c,
                                 TransportFactory& factory,
                                 const CollectiveEngine& engine);
