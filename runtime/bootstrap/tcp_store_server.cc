@@ -172,10 +172,12 @@ class TcpStoreServer::Loop {
       if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
             errno == ENOMEM) {
-          // No room: free a descriptor from the handshake queue (the next
-          // accept can then succeed) and stop polling the listening
+          // No room: free a descriptor from the handshake queue and accept
+          // again at once (pausing here let one connection in per pause, so
+          // a real client queued behind a flood waited the flood's length
+          // times the pause). With none to free, stop polling the listening
           // socket, which stays readable, for a moment.
-          EvictOldestUnauthenticated();
+          if (EvictOldestUnauthenticated()) continue;
           accept_paused_until_ = absl::Now() + kAcceptPause;
         }
         return;  // EAGAIN, or a transient error: retry on next poll.
@@ -197,8 +199,9 @@ class TcpStoreServer::Loop {
     }
   }
 
-  // Drops the connection that has waited longest in the handshake.
-  void EvictOldestUnauthenticated() {
+  // Drops the connection that has waited longest in the handshake; false
+  // when none is waiting.
+  bool EvictOldestUnauthenticated() {
     while (!handshake_queue_.empty()) {
       const uint64_t id = handshake_queue_.front();
       handshake_queue_.pop_front();
@@ -212,8 +215,9 @@ class TcpStoreServer::Loop {
       // Its descriptor goes now, not at the end of the loop's turn: the
       // caller needs the room.
       it->second->fd = FileDescriptor();
-      return;
+      return true;
     }
+    return false;
   }
 
   void ReadAvailable(Connection& conn) {
